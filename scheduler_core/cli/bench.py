@@ -1,0 +1,17 @@
+"""``shoal bench``: figures for docs/BENCHMARKS.md, printed, never asserted in tests."""
+
+from __future__ import annotations
+
+import click
+
+from .lazy import LazyGroup
+
+BENCHES: dict[str, tuple[str, str]] = {
+    "cycle": ("scheduler_core.bench.cycle:command", "Time full run_cycle passes on a realistic snapshot."),
+    "api": ("scheduler_core.bench.api:command", "Sustained submissions through the REST API."),
+}
+
+
+@click.group(cls=LazyGroup, lazy=BENCHES)
+def bench() -> None:
+    """Benchmarks: the scheduling cycle, the API."""

@@ -1,0 +1,85 @@
+"""The ``Executor`` plug point: launch a gang on exact nodes, signal it, and report what its pods do.
+
+Contract (checked by ``tests/scheduler_core/executor_contract.py`` against every implementation):
+
+* ``launch`` starts every pod of a gang or raises and leaves none running.
+* ``terminate(job, grace_s)`` delivers SIGTERM (or its equivalent) to every pod at once and a hard kill to any pod
+  still alive ``grace_s`` later; ``grace_s == 0`` kills at once. Calling it again is harmless.
+* ``poll`` returns each pod event exactly once, in the order they happened: STARTED when a pod runs, EXITED with
+  its exit code, FAILED when the infrastructure lost it (node failure: not the job's fault), CHECKPOINT and
+  STEP_TIME when the job reports them through the job contract.
+* Pods outlive the scheduler: a new executor over the same backend ``adopt``s gangs still running and reports their
+  later events; it never kills what it did not start unless told to.
+* Time: the ``sim`` executor runs in virtual time given to ``poll(now)``; real executors ignore ``now`` except to
+  stamp events.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Mapping
+
+from ..model.cluster import Node
+from ..model.job import JobSpec
+from ..policy.snapshot import Placement
+
+
+class PodEventKind(StrEnum):
+    STARTED = "started"
+    EXITED = "exited"
+    FAILED = "failed"
+    CHECKPOINT = "checkpoint"
+    STEP_TIME = "step_time"
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    job_id: str
+    rank: int
+    kind: PodEventKind
+    at: float
+    node: str | None = None
+    exit_code: int | None = None
+    message: str = ""
+    data: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """Everything an executor needs to start one gang.
+
+    ``env`` holds the job contract's variables common to every pod (``SHOAL_JOB_ID``, ``WORLD_SIZE``,
+    ``SHOAL_CHECKPOINT_URI``, ``SHOAL_CHECKPOINT_INTERVAL``, ``MASTER_ADDR``, ``MASTER_PORT``, the spec's own env);
+    the executor adds the per-pod ones (``RANK``, ``LOCAL_RANK``, ``CUDA_VISIBLE_DEVICES``) from ``placement``.
+    ``attempt`` counts launches of this job, so logs and pods of a restart never collide with the last one.
+    """
+
+    job_id: str
+    spec: JobSpec
+    placement: Placement
+    nodes: Mapping[str, Node]
+    env: Mapping[str, str]
+    attempt: int = 0
+
+
+class Executor(ABC):
+    @abstractmethod
+    def launch(self, request: LaunchRequest) -> None: ...
+
+    @abstractmethod
+    def terminate(self, job_id: str, grace_s: float) -> None: ...
+
+    @abstractmethod
+    def poll(self, now: float) -> list[PodEvent]: ...
+
+    @abstractmethod
+    def running_jobs(self) -> set[str]:
+        """Jobs with at least one live pod, as the backend itself sees them (for re-adoption after a restart)."""
+
+    def adopt(self, job_ids: set[str]) -> None:
+        """Take over gangs another executor instance started (default: nothing to do)."""
+
+    def close(self) -> None:
+        """Release the executor's own resources. Running pods are left alone: they outlive the scheduler."""

@@ -1,0 +1,13 @@
+"""The public model: what users and operators write (pydantic) and the names the rest of Shoal shares."""
+
+from .cluster import BlockConfig, ClusterConfig, Device, Health, Node, NodeGroup, capacity_by_flavour
+from .durations import format_duration, parse_duration
+from .flavours import FLAVOURS, MIG_PROFILES, Flavour, get_flavour
+from .job import CheckpointPolicy, JobKind, JobSpec, PriorityClass, Topology, TopologyLevel
+from .team import Quota, TeamConfig, TeamsConfig
+
+__all__ = [
+    "BlockConfig", "CheckpointPolicy", "ClusterConfig", "Device", "FLAVOURS", "Flavour", "Health", "JobKind",
+    "JobSpec", "MIG_PROFILES", "Node", "NodeGroup", "PriorityClass", "Quota", "TeamConfig", "TeamsConfig",
+    "Topology", "TopologyLevel", "capacity_by_flavour", "format_duration", "get_flavour", "parse_duration",
+]

@@ -1,0 +1,77 @@
+"""The policy's output: decisions, each with a machine-readable reason. Nothing changes until a caller applies them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .snapshot import AdmittedAs, Placement
+
+
+class Reason(StrEnum):
+    """Why a job is not running. Shown to users verbatim, so each has a one-line explanation in ``message``."""
+
+    QUOTA_FULL = "QuotaFull"                  # team at nominal + borrowing limit for every listed flavour
+    COHORT_FULL = "CohortFull"                # within limits, but the cohort has no idle lendable quota
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"   # quota allows it; not enough free units right now
+    WAITING_FOR_TOPOLOGY = "WaitingForTopology"   # enough free units, but not inside one domain of its level
+    BEHIND_RESERVATION = "BehindReservation"      # would fit, but would delay a reserved job's start
+    PREEMPTING_VICTIMS = "PreemptingVictims"      # victims signalled; starts when they exit
+    NODE_UNHEALTHY = "NodeUnhealthy"              # the units it could use are on unhealthy nodes
+    INVALID_FLAVOUR = "InvalidFlavour"            # no listed flavour exists in this cluster / team has no quota
+
+
+class PreemptReason(StrEnum):
+    RECLAIM = "Reclaim"              # a lender takes back its nominal quota from a borrower
+    RESERVATION = "Reservation"      # start a reserved gang now rather than hours from now
+    HIGHER_BAND = "HigherBand"       # critical work, or guaranteed work over scavengers
+    TIME_LIMIT = "TimeLimit"         # the job reached its time limit
+    DEFRAGMENT = "Defragment"        # move a small job so a large free shape opens
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    job_id: str
+    placement: Placement
+    admitted_as: AdmittedAs
+    backfill: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Signal ``job_id`` (SIGTERM, ``grace_s``, then kill). ``requeue``: it goes back to the front of its queue;
+    otherwise (time limit) it ends."""
+
+    job_id: str
+    reason: PreemptReason
+    grace_s: float
+    requeue: bool = True
+    for_job: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reserve:
+    """``job_id`` is expected to start on ``nodes`` at ``start_at``; lower work may use them only if it ends first."""
+
+    job_id: str
+    flavour: str
+    nodes: tuple[str, ...]
+    start_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    job_id: str
+    reason: Reason
+    message: str
+    position: int
+    estimated_start: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    now: float
+    admits: list[Admit] = field(default_factory=list)
+    preempts: list[Preempt] = field(default_factory=list)
+    reservations: list[Reserve] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)

@@ -1,0 +1,233 @@
+"""The policy's input: a frozen picture of the cluster, the teams and the queue at one instant.
+
+These are lean, slotted types on purpose: the cycle walks thousands of them in a few milliseconds. The live
+controller and the simulator build the same ``Snapshot`` from their store; ``run_cycle`` never sees anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from types import MappingProxyType
+from typing import Mapping
+
+from ..model.cluster import Health, Node
+from ..model.job import JobKind, JobSpec, PriorityClass, TopologyLevel
+from ..model.team import Quota, TeamConfig
+
+
+class AdmittedAs(StrEnum):
+    """How a running job holds its units. Nominal is protected; borrowed can be reclaimed; scavenger is killed
+    without ceremony whenever anyone else wants the units."""
+
+    NOMINAL = "nominal"
+    BORROWED = "borrowed"
+    SCAVENGER = "scavenger"
+
+
+class Band(IntEnum):
+    """Preemption bands, lowest first. A job may preempt only jobs of a strictly lower band."""
+
+    SCAVENGER = 0
+    BORROWED = 1
+    GUARANTEED = 2
+    CRITICAL = 3
+
+
+def band_of(priority_class: PriorityClass, admitted_as: AdmittedAs) -> Band:
+    if priority_class is PriorityClass.CRITICAL:
+        return Band.CRITICAL
+    if admitted_as is AdmittedAs.SCAVENGER or priority_class is PriorityClass.SCAVENGER:
+        return Band.SCAVENGER
+    return Band.GUARANTEED if admitted_as is AdmittedAs.NOMINAL else Band.BORROWED
+
+
+#: Resources that dominant-resource fairness weighs.
+RESOURCES = ("gpu", "cpu", "memory")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A node as the policy sees it: topology, capacity per flavour, health. Free units are derived from
+    ``Snapshot.running``, never stored twice."""
+
+    name: str
+    block: str
+    leaf: str
+    capacity: Mapping[str, int]
+    cpus: int
+    memory_gb: int
+    health: Health = Health.READY
+    spare: bool = False
+    small_jobs: bool = False
+
+    @classmethod
+    def from_node(cls, node: Node, health: Health = Health.READY) -> NodeState:
+        return cls(name=node.name, block=node.block, leaf=node.leaf, capacity=MappingProxyType(node.capacity),
+                   cpus=node.cpus, memory_gb=node.memory_gb, health=health, spare=node.spare,
+                   small_jobs=node.small_jobs)
+
+    @property
+    def schedulable(self) -> bool:
+        """Takes new work. A suspect node keeps what it runs but takes nothing new."""
+        return self.health is Health.READY
+
+
+@dataclass(frozen=True, slots=True)
+class TeamState:
+    """A team's limits and its fair-share history.
+
+    ``decayed_usage[r]`` is the team's past use of resource ``r`` (``gpu`` in GPU-seconds normalised by flavour
+    speed, ``cpu`` in CPU-seconds, ``memory`` in GB-seconds), decayed with ``PolicyConfig.usage_half_life_s``
+    up to the snapshot's instant. Current allocations are not in it: the policy adds them itself.
+    """
+
+    name: str
+    cohort: str
+    weight: float
+    quotas: Mapping[str, Quota]
+    decayed_usage: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, team: TeamConfig, decayed_usage: Mapping[str, float] | None = None) -> TeamState:
+        return cls(name=team.name, cohort=team.cohort, weight=team.weight, quotas=MappingProxyType(team.quotas),
+                   decayed_usage=MappingProxyType(dict(decayed_usage or {})))
+
+    def nominal(self, flavour: str) -> int:
+        quota = self.quotas.get(flavour)
+        return quota.nominal if quota else 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What the policy needs to know of a job: its shape and its rules, nothing of how it runs."""
+
+    id: str
+    team: str
+    kind: JobKind
+    priority_class: PriorityClass
+    flavours: tuple[str, ...]
+    pods: int
+    units_per_pod: int
+    cpus_per_pod: int
+    memory_gb_per_pod: int
+    topology_level: TopologyLevel | None
+    topology_required: bool
+    time_limit_s: float
+    preemptible: bool
+    grace_s: float
+    checkpoint_cost_s: float
+    submitted_at: float
+
+    @property
+    def units(self) -> int:
+        return self.pods * self.units_per_pod
+
+    @property
+    def shape(self) -> tuple[object, ...]:
+        """Jobs with equal shapes have equal placements: the cycle evaluates each shape once (a 500-trial sweep
+        is one placement problem)."""
+        return (self.flavours, self.pods, self.units_per_pod, self.cpus_per_pod, self.memory_gb_per_pod,
+                self.topology_level, self.topology_required)
+
+    @classmethod
+    def from_spec(cls, job_id: str, spec: JobSpec, submitted_at: float, *, default_grace_s: float = 300.0,
+                  node_cpus: int = 192, node_memory_gb: int = 2048, gpus_per_node: int = 8) -> JobRequest:
+        """Derive the request from a spec. CPUs and memory default to the GPU's share of a node."""
+        share = spec.gpus_per_pod / gpus_per_node
+        cost = spec.checkpoint.cost if spec.checkpoint.cost is not None else min(spec.checkpoint.grace_period, 60.0)
+        return cls(
+            id=job_id, team=spec.team, kind=spec.kind, priority_class=spec.priority_class,
+            flavours=spec.flavour, pods=spec.pods, units_per_pod=spec.gpus_per_pod,
+            cpus_per_pod=spec.cpus_per_pod or max(1, int(node_cpus * min(share, 1.0))),
+            memory_gb_per_pod=spec.memory_gb_per_pod or max(1, int(node_memory_gb * min(share, 1.0))),
+            topology_level=spec.topology.level if spec.topology else None,
+            topology_required=bool(spec.topology and spec.topology.is_required),
+            time_limit_s=spec.time_limit, preemptible=spec.preemptible,
+            grace_s=spec.checkpoint.grace_period if spec.preemptible else 0.0,
+            checkpoint_cost_s=cost, submitted_at=submitted_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """One pod on one node: ``units`` index ``Node.devices[flavour]`` of that node."""
+
+    node: str
+    units: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    flavour: str
+    pods: tuple[PodPlacement, ...]
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(pod.node for pod in self.pods))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A job waiting to run.
+
+    ``queued_at`` is when it last entered the queue; ``front_of_queue`` marks a preemption victim, which goes back
+    ahead of its team's other work. ``attained_gpu_s`` is the GPU × time it has already had (Tiresias).
+    ``restart_block`` names the block of a gang broken by a failure, whose hot spare it should take;
+    ``avoid_nodes`` lists nodes it must not use (a straggler's, a failed one's).
+    """
+
+    request: JobRequest
+    queued_at: float
+    front_of_queue: bool = False
+    attained_gpu_s: float = 0.0
+    restart_block: str | None = None
+    avoid_nodes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job holding units. ``terminating`` means it has been signalled and holds its units until it exits,
+    by ``terminate_by`` at the latest."""
+
+    request: JobRequest
+    placement: Placement
+    admitted_as: AdmittedAs
+    started_at: float
+    last_checkpoint_at: float | None = None
+    terminating: bool = False
+    terminate_by: float | None = None
+
+    @property
+    def band(self) -> Band:
+        return band_of(self.request.priority_class, self.admitted_as)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """Every knob of the cycle, with the defaults of DESIGN §3.2."""
+
+    min_run_time_s: float = 1800.0
+    topology_widen_after_s: float = 300.0
+    usage_half_life_s: float = 7 * 86400.0
+    #: Attained-service thresholds (GPU-seconds) that split short, small work into discrete levels.
+    service_levels_gpu_s: tuple[float, ...] = (3600.0, 8 * 3600.0)
+    #: A job waiting longer than this is promoted to the top service level (no starvation).
+    starvation_after_s: float = 2 * 3600.0
+    small_job_max_units: int = 8
+    #: If the head job's reservation starts later than this from now, preempting borrowers for it is costed.
+    reservation_preempt_after_s: float = 6 * 3600.0
+    #: Defragment when the largest free whole-node shape is below this fraction of the free GPUs.
+    defrag_ratio: float = 0.25
+    defrag_max_moves: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one cycle may look at. Immutable: the cycle copies what it changes."""
+
+    nodes: tuple[NodeState, ...]
+    teams: Mapping[str, TeamState]
+    pending: tuple[PendingJob, ...]
+    running: tuple[RunningJob, ...]
+    config: PolicyConfig = PolicyConfig()

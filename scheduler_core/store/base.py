@@ -1,0 +1,131 @@
+"""The ``Store`` plug point: every piece of state the control plane keeps, behind one small interface.
+
+Contract (checked by ``tests/scheduler_core/store_contract.py`` against every implementation):
+
+* Every method is atomic: it happens whole or not at all, and a failure leaves nothing half-written.
+* Records returned are immutable copies; changing state is always a method call.
+* Thread safety: a store may be called from several threads (API handlers and the controller) at once.
+* Fencing: methods that bind or release units take ``epoch``. A store rejects, with ``StaleLeader``, any such write
+  whose epoch is older than the newest lease granted, so a deposed scheduler can never bind a GPU twice.
+* Time is always passed in (``now``): a store never reads a clock, so the simulator can drive it in virtual time.
+* Errors: ``NotFound`` for an unknown id, ``Conflict`` for a repeated ``Idempotency-Key`` with another body
+  or a transition from the wrong state.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+
+from ..model.cluster import Health, Node
+from ..model.job import JobSpec
+from ..model.team import TeamConfig
+from ..policy.decisions import Reason
+from ..policy.snapshot import AdmittedAs, Placement
+from .records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, UsageRecord
+
+
+class Store(ABC):
+    # -- configuration -------------------------------------------------------------------------------------------
+    @abstractmethod
+    def sync_nodes(self, nodes: Sequence[Node]) -> None:
+        """Make the configured nodes exactly ``nodes``; health and heartbeats of nodes that stay are kept."""
+
+    @abstractmethod
+    def list_nodes(self) -> list[NodeRecord]: ...
+
+    @abstractmethod
+    def set_node_health(self, name: str, health: Health, reason: str, now: float) -> NodeRecord: ...
+
+    @abstractmethod
+    def heartbeat(self, name: str, now: float, gpu_utilization: float | None = None) -> None: ...
+
+    @abstractmethod
+    def sync_teams(self, teams: Sequence[TeamConfig]) -> None:
+        """Make the configured teams exactly ``teams`` (their jobs and usage stay)."""
+
+    @abstractmethod
+    def list_teams(self) -> list[TeamConfig]: ...
+
+    # -- jobs ----------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def submit(self, spec: JobSpec, *, user: str, now: float, idempotency_key: str | None = None) -> JobRecord:
+        """Store a new PENDING job. The same ``idempotency_key`` with an equal spec returns the first job;
+        with a different spec it raises ``Conflict`` and stores nothing."""
+
+    @abstractmethod
+    def get(self, job_id: str) -> JobRecord: ...
+
+    @abstractmethod
+    def list_jobs(self, *, team: str | None = None, states: Iterable[JobState] | None = None,
+                  limit: int | None = None) -> list[JobRecord]:
+        """Jobs, oldest submission first."""
+
+    @abstractmethod
+    def bind(self, job_id: str, placement: Placement, admitted_as: AdmittedAs, *, epoch: int,
+             now: float) -> JobRecord:
+        """PENDING → ADMITTED on exactly ``placement``. Raises ``StaleLeader`` for an old epoch and ``Conflict``
+        if the job is not pending or any unit of ``placement`` is held by another job."""
+
+    @abstractmethod
+    def mark_running(self, job_id: str, now: float) -> JobRecord:
+        """ADMITTED → RUNNING once every pod has started."""
+
+    @abstractmethod
+    def mark_terminating(self, job_id: str, *, requeue: bool, terminate_by: float, now: float,
+                         epoch: int) -> JobRecord:
+        """ADMITTED/RUNNING → TERMINATING (signalled; still holds its units)."""
+
+    @abstractmethod
+    def release(self, job_id: str, *, state: JobState, now: float, epoch: int, exit_code: int | None = None,
+                message: str = "", infra_fault: bool = False, own_fault: bool = False,
+                restart_block: str | None = None, avoid_nodes: Iterable[str] = ()) -> JobRecord:
+        """Free the job's units and move it to ``state``: PENDING (requeued at the front of its queue, counting a
+        preemption, an infrastructure restart or an own-fault restart) or a finished state. Writes the
+        ``UsageRecord`` of the time it held them."""
+
+    @abstractmethod
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]]) -> None:
+        """Record each pending job's (job_id, reason, message, position, estimated_start) from the latest cycle."""
+
+    @abstractmethod
+    def request_cancel(self, job_id: str, now: float) -> JobRecord:
+        """A pending job is cancelled at once; a running one is flagged for the controller to stop."""
+
+    @abstractmethod
+    def request_checkpoint(self, job_id: str, now: float) -> JobRecord: ...
+
+    @abstractmethod
+    def clear_checkpoint_request(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def add_attained(self, job_id: str, gpu_seconds: float) -> None: ...
+
+    # -- checkpoints, usage, events -----------------------------------------------------------------------------
+    @abstractmethod
+    def record_checkpoint(self, checkpoint: CheckpointRecord) -> None:
+        """Remember a checkpoint; a verified one becomes the job's ``last_checkpoint``."""
+
+    @abstractmethod
+    def checkpoints(self, job_id: str) -> list[CheckpointRecord]: ...
+
+    @abstractmethod
+    def usage(self, *, team: str | None = None, since: float | None = None,
+              until: float | None = None) -> list[UsageRecord]: ...
+
+    @abstractmethod
+    def append_event(self, event: Event) -> Event:
+        """Append and return the event with its ``id`` (strictly increasing)."""
+
+    @abstractmethod
+    def events(self, *, job_id: str | None = None, after_id: int | None = None,
+               limit: int | None = None) -> list[Event]: ...
+
+    # -- leadership ---------------------------------------------------------------------------------------------
+    @abstractmethod
+    def acquire_lease(self, holder: str, *, ttl_s: float, now: float) -> int | None:
+        """Take or renew the scheduler lease. Returns the epoch while ``holder`` leads, ``None`` if another holder's
+        lease is still live. A new holder gets a strictly larger epoch than any before."""
+
+    @abstractmethod
+    def current_epoch(self) -> int: ...

@@ -1,0 +1,126 @@
+"""What the store keeps. Immutable records: a store returns copies, and a change is a method call on the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ..model.cluster import Health, Node
+from ..model.job import JobSpec
+from ..policy.decisions import Reason
+from ..policy.snapshot import AdmittedAs, Placement
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"          # in its team's queue (again, after a preemption or an infrastructure failure)
+    ADMITTED = "ADMITTED"        # bound to nodes; pods are starting
+    RUNNING = "RUNNING"          # every pod has started
+    TERMINATING = "TERMINATING"  # signalled (preemption, cancel, time limit); holds its units until it exits
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"            # its own fault, restart budget spent
+    CANCELLED = "CANCELLED"
+    TIMED_OUT = "TIMED_OUT"      # stopped at its time limit
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED
+
+    @property
+    def holds_units(self) -> bool:
+        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.TERMINATING)
+
+
+_FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT})
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    job_id: str
+    step: int
+    uri: str
+    bytes: int
+    written_at: float
+    verified: bool
+    cost_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job and everything the platform knows of it. ``wait_*`` is the latest cycle's answer to "why waiting"."""
+
+    id: str
+    spec: JobSpec
+    user: str
+    state: JobState
+    submitted_at: float
+    queued_at: float
+    front_of_queue: bool = False
+    admitted_as: AdmittedAs | None = None
+    placement: Placement | None = None
+    admitted_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    terminate_by: float | None = None
+    requeue_on_exit: bool = False
+    restarts: int = 0               # the job's own faults; bounded by spec.max_restarts
+    infra_restarts: int = 0         # node failures, readiness timeouts; not bounded by max_restarts
+    preemptions: int = 0
+    attained_gpu_s: float = 0.0
+    last_checkpoint: CheckpointRecord | None = None
+    restart_block: str | None = None
+    avoid_nodes: frozenset[str] = frozenset()
+    wait_reason: Reason | None = None
+    wait_message: str = ""
+    queue_position: int | None = None
+    estimated_start: float | None = None
+    exit_code: int | None = None
+    message: str = ""
+    cancel_requested: bool = False
+    checkpoint_requested: bool = False
+    epoch: int = 0                  # the fencing token its current binding was written with
+
+    @property
+    def team(self) -> str:
+        return self.spec.team
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    node: Node
+    health: Health = Health.READY
+    health_reason: str = ""
+    heartbeat_at: float | None = None
+    gpu_utilization: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """GPU-seconds one job held on one flavour over ``[start, end)``, and how it held them: the bill's raw material."""
+
+    team: str
+    job_id: str
+    flavour: str
+    admitted_as: AdmittedAs
+    start: float
+    end: float
+    units: int
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.units * (self.end - self.start)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An append-only record of a decision or an observation, with a machine-readable ``reason``."""
+
+    at: float
+    kind: str
+    reason: str
+    message: str = ""
+    job_id: str | None = None
+    node: str | None = None
+    team: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
