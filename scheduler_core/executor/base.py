@@ -72,6 +72,10 @@ class Executor(ABC):
     def terminate(self, job_id: str, grace_s: float) -> None: ...
 
     @abstractmethod
+    def request_checkpoint(self, job_id: str) -> None:
+        """Ask every pod to checkpoint at its next step (SIGUSR1 for processes); the job keeps running."""
+
+    @abstractmethod
     def poll(self, now: float) -> list[PodEvent]: ...
 
     @abstractmethod
