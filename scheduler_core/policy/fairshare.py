@@ -17,13 +17,11 @@ LN2 = math.log(2.0)
 
 
 def decay(value: float, elapsed_s: float, half_life_s: float) -> float:
-    """``value`` after ``elapsed_s`` seconds of exponential decay with the given half-life.
-
-    A half-life of zero or less means no memory at all (everything decays at once)."""
-    if elapsed_s <= 0:
-        return value
+    """``value`` after ``elapsed_s`` of exponential decay with ``half_life_s`` (``<= 0``: no memory at all)."""
     if half_life_s <= 0:
         return 0.0
+    if elapsed_s <= 0:
+        return value
     return float(value * 0.5 ** (elapsed_s / half_life_s))
 
 
@@ -36,10 +34,10 @@ def accumulate(decayed: Mapping[str, float], rates: Mapping[str, float], elapsed
     """
     out: dict[str, float] = {}
     keys = sorted(set(RESOURCES) | set(decayed) | set(rates))
-    if elapsed_s <= 0:
-        return {key: float(decayed.get(key, 0.0)) for key in keys}
     if half_life_s <= 0:
         return {key: 0.0 for key in keys}
+    if elapsed_s <= 0:
+        return {key: float(decayed.get(key, 0.0)) for key in keys}
     factor = float(0.5 ** (elapsed_s / half_life_s))
     gained = half_life_s / LN2 * (1.0 - factor)
     for key in keys:
