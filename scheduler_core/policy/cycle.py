@@ -133,7 +133,7 @@ class _Cycle:
         self.blocked_reservations = 0
         self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
         self._no_victims: set[tuple[object, ...]] = set()
-        self._candidates: dict[str, list[Victim]] = {}
+        self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
@@ -161,7 +161,19 @@ class _Cycle:
         return value
 
     def band_hint(self, job: PendingJob) -> Band:
-        return band_hint(job, lambda j: any(self.ledger.fits_nominal(j.request, f) for f in j.request.flavours))
+        return band_hint(job, self._fits_nominal)
+
+    def _fits_nominal(self, job: PendingJob) -> bool:
+        request = job.request
+        state = self.snapshot.teams.get(request.team)
+        if state is None:
+            return False
+        usage = self.ledger.usage
+        for f in request.flavours:
+            quota = state.quotas.get(f)
+            if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
+                return True
+        return False
 
     # -- phase 2 ---------------------------------------------------------------------------------------------
 
@@ -203,10 +215,10 @@ class _Cycle:
             self._classes[klass] = outcome
 
     def _quota_state(self, request: JobRequest) -> tuple[int, ...]:
+        """Changes whenever the job's team's usage or its cohort's pool does."""
         state = self.snapshot.teams.get(request.team)
-        cohort = state.cohort if state else ""
-        return tuple(self.ledger.usage.get((request.team, f), 0) for f in request.flavours) + tuple(
-            self.ledger.pool.get((cohort, f), 0) for f in request.flavours)
+        versions = self.ledger.version
+        return (versions.get(request.team, 0), versions.get("cohort:" + state.cohort, 0) if state else 0)
 
     def _process(self, pending: PendingJob) -> _Class | None:
         """Handle one job; returns what a job of the same class would get, when it simply waits."""
@@ -388,18 +400,21 @@ class _Cycle:
 
     # -- preemption ------------------------------------------------------------------------------------------
 
-    def _candidates_for(self, flavour: str) -> list[Victim]:
-        """Every running job on ``flavour`` that is not yet leaving, cheapest first (once per cycle)."""
-        found = self._candidates.get(flavour)
+    def _candidates_for(self, flavour: str, band: Band) -> list[Victim]:
+        """Running jobs on ``flavour`` in bands below ``band``, cheapest first; built once per cycle and band.
+        Below critical, jobs inside their minimum run time are left out (scavenger work excepted)."""
+        key = (flavour, band)
+        found = self._candidates.get(key)
         if found is None:
-            pool = self.cap.pools[flavour]
-            found = sorted((victim(job, self.now, self.config) for job in self.running
-                            if job.placement.flavour == flavour and not job.terminating),
-                           key=lambda v: v.key)
+            victims = [victim(job, self.now, self.config) for job in self.running
+                       if job.placement.flavour == flavour and not job.terminating and job.band < band]
+            if band is not Band.CRITICAL:
+                victims = [v for v in victims if v.scavenger or not v.protected]
+            found = sorted(victims, key=lambda v: v.key)
             for v in found:
-                self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
-            self._candidates[flavour] = found
-            del pool
+                if v.id not in self._spots:
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+            self._candidates[key] = found
         return found
 
     def _try_preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
@@ -420,11 +435,13 @@ class _Cycle:
         teams = self.snapshot.teams
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
         eligible = []
-        for v in self._candidates_for(pool.flavour):
-            if v.band >= band or v.id in self.leaving:
+        for v in self._candidates_for(pool.flavour, band):
+            if v.id in self.leaving:
                 continue
             if not v.scavenger:
-                if scavengers_only or not may_preempt(request, band, v):
+                if scavengers_only:
+                    break
+                if not may_preempt(request, band, v):
                     continue
                 if reclaim_only:
                     other = teams.get(v.job.request.team)

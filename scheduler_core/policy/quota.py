@@ -43,6 +43,8 @@ class QuotaLedger:
         self.usage: dict[tuple[str, str], int] = {}
         self.pool: dict[tuple[str, str], int] = {}
         self.members: dict[str, list[str]] = {}
+        #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
+        self.version: dict[str, int] = {}
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -72,9 +74,11 @@ class QuotaLedger:
         before = self.usage.get(key, 0)
         after = before + delta
         self.usage[key] = after
+        self.version[team] = self.version.get(team, 0) + 1
         state = self.teams.get(team)
         if state is None:
             return
+        self.version["cohort:" + state.cohort] = self.version.get("cohort:" + state.cohort, 0) + 1
         offer0, borrow0 = self._terms(team, flavour, before)
         offer1, borrow1 = self._terms(team, flavour, after)
         pkey = (state.cohort, flavour)

@@ -98,7 +98,18 @@ class Timeline:
         self._kth_cache: dict[tuple[str, int], tuple[list[float], list[tuple[float, int]]]] = {}
         self._whole: dict[str, _WholeNodes] = {}
         for job in running:
-            self.set_until(job.request, job.placement, job_end(job, now))
+            times = self.times.get(job.placement.flavour)
+            if times is None:
+                continue
+            until = job_end(job, now)
+            for _, j, bits in cap.pod_bits(job.placement):
+                row = times[j]
+                unit = 0
+                while bits:
+                    if bits & 1:
+                        row[unit] = until
+                    bits >>= 1
+                    unit += 1
 
     # -- updates -----------------------------------------------------------------------------------------------
 
