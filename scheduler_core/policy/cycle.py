@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..model.durations import format_duration
 from ..model.flavours import FLAVOURS
-from ..model.job import TopologyLevel
+from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
 from .defrag import moves_in_flight, plan_moves
@@ -24,7 +24,6 @@ from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
 from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
 from .quota import QuotaClock, QuotaLedger, Verdict
 from .reservation import Slot, Timeline, add_holds, job_end
-from ..model.job import PriorityClass
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, RunningJob, Snapshot, band_of
 
 #: How close to running each reason is: the job's reason is that of its most promising flavour.
@@ -138,6 +137,8 @@ class _Cycle:
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
         self._classes: dict[tuple[object, ...], _Class] = {}
+        #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
+        self._holdings: list[tuple[float, str, str, int]] = []
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -336,6 +337,8 @@ class _Cycle:
         request = pending.request
         occupy(self.cap, pool, request, placement, end)
         self.ledger.add(request, pool.flavour, admitted_as)
+        if admitted_as is not AdmittedAs.SCAVENGER:
+            self._holdings.append((end, request.team, pool.flavour, request.units))
         self._add_alloc(request, pool.flavour, +1)
         self.timeline.set_until(request, placement, end)
         self.admits.append(Admit(request.id, placement, admitted_as,
@@ -349,6 +352,9 @@ class _Cycle:
     def _commit(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
         self.ledger.add(request, flavour, admitted_as)
+        if admitted_as is not AdmittedAs.SCAVENGER:
+            self._holdings.append((self.now + request.grace_s + request.time_limit_s, request.team, flavour,
+                                   request.units))
         self._add_alloc(request, flavour, +1)
 
     def _hold(self, request: JobRequest, slot: Slot) -> None:
@@ -572,8 +578,11 @@ class _Cycle:
 
     def _quota_clock(self) -> QuotaClock:
         if self._clock is None:
-            ends = [(self.leaving.get(job.request.id, job_end(job, self.now)), job) for job in self.running]
-            self._clock = QuotaClock(self.ledger, ends)
+            holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
+                         job.placement.flavour, job.request.units)
+                        for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
+            holdings += self._holdings
+            self._clock = QuotaClock(self.ledger, holdings)
         return self._clock
 
     def plan_waits(self) -> None:
