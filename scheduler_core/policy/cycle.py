@@ -594,20 +594,26 @@ class _Cycle:
                 continue
             request = waiting.job.request
             best: Slot | None = None
+            reclaim_at: float | None = None
             for flavour, quota_reason, reclaim in waiting.plan_for:
+                if reclaim:
+                    # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
+                    at = self._reclaim_after(request, flavour)
+                    reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
+                    continue
+                not_before = self.now
                 if quota_reason is not None:
-                    not_before = self._quota_clock().free_at(request, flavour, quota_reason)
-                    if not_before is None:
+                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason)
+                    if quota_free is None:
                         continue
-                elif reclaim:
-                    not_before = self._reclaim_after(request, flavour)
-                else:
-                    not_before = self.now
+                    not_before = quota_free
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
                                               widen_at=self._widen_at(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):
                     best = slot
-            if best is not None:
+            if reclaim_at is not None and (best is None or reclaim_at <= best.start):
+                waiting.estimate = reclaim_at
+            elif best is not None:
                 self.timeline.book(best, request.time_limit_s)
                 waiting.estimate = best.start
 
