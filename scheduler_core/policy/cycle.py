@@ -340,7 +340,7 @@ class _Cycle:
         if admitted_as is not AdmittedAs.SCAVENGER:
             self._holdings.append((end, request.team, pool.flavour, request.units))
         self._add_alloc(request, pool.flavour, +1)
-        self.timeline.set_until(request, placement, end)
+        self.timeline.set_until(request, placement, end, extend=True)
         self.admits.append(Admit(request.id, placement, admitted_as,
                                  backfill=self.blocked_reservations > 0))
 
