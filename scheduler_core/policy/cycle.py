@@ -142,8 +142,11 @@ class _Cycle:
         self._holdings: list[tuple[float, str, str, int]] = []
         #: (start, team, flavour, units) of each reservation, for the quota side of backfill; those a job
         #: being processed would overlap if it started now.
-        self._quota_holds: list[tuple[float, str, str, int]] = []
+        self._quota_holds: list[tuple[float, str, str, int, bool]] = []
         self._held_now: list[tuple[str, str, int]] = []
+        self._extra_now: dict[tuple[str, str], int] = {}
+        self._nominal_only_now: frozenset[tuple[str, str]] = frozenset()
+        self._held_extra: dict[tuple[int, ...], tuple[dict[tuple[str, str], int], frozenset[tuple[str, str]]]] = {}
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -221,7 +224,17 @@ class _Cycle:
         # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
         #    not take the quota a reservation needs, any more than its nodes).
         end = self.now + request.time_limit_s
-        self._held_now = [(team, f, units) for start, team, f, units in self._quota_holds if end > start]
+        overlap = tuple(k for k, hold in enumerate(self._quota_holds) if end > hold[0])
+        self._held_now = [self._quota_holds[k][1:4] for k in overlap]
+        cached = self._held_extra.get(overlap)
+        if cached is None:
+            extra: dict[tuple[str, str], int] = {}
+            for team, f, units in self._held_now:
+                extra[(team, f)] = extra.get((team, f), 0) + units
+            nominal_only = frozenset((h[1], h[2]) for k in overlap if (h := self._quota_holds[k])[4])
+            cached = (extra, nominal_only)
+            self._held_extra[overlap] = cached
+        self._extra_now, self._nominal_only_now = cached
         outcome = self._process(pending)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
@@ -252,20 +265,15 @@ class _Cycle:
         options: list[tuple[str, Pool, Verdict]] = []
         refused: list[tuple[str, Reason | None, bool]] = []
         best: tuple[int, int, Reason, str] | None = None
-        undo = self.ledger.hold(self._held_now) if self._held_now else None
-        try:
-            for index, (f, pool) in enumerate(shaped):
-                verdict = self.ledger.verdict(request, f)
-                if verdict.admitted_as is None:
-                    assert verdict.reason is not None
-                    best = _better(best, index, verdict.reason, verdict.message)
-                    if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                        refused.append((f, verdict.reason, False))
-                else:
-                    options.append((f, pool, verdict))
-        finally:
-            if undo is not None:
-                undo()
+        for index, (f, pool) in enumerate(shaped):
+            verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_now)
+            if verdict.admitted_as is None:
+                assert verdict.reason is not None
+                best = _better(best, index, verdict.reason, verdict.message)
+                if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                    refused.append((f, verdict.reason, False))
+            else:
+                options.append((f, pool, verdict))
         if not options:
             assert best is not None
             return self._refuse(pending, quota, best[2], best[3], refused)
@@ -551,7 +559,7 @@ class _Cycle:
         request = pending.request
         self.blocked_reservations += 1
         self._hold(request, slot)
-        self._quota_holds.append((slot.start, request.team, slot.flavour, request.units))
+        self._quota_holds.append((slot.start, request.team, slot.flavour, request.units, not request.preemptible))
         self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True

@@ -128,8 +128,26 @@ class QuotaLedger:
     def reclaim_met(self, request: JobRequest, flavour: str, target: int) -> bool:
         return self.pool_after(request.team, flavour, request.units) >= target
 
-    def verdict(self, request: JobRequest, flavour: str) -> Verdict:
-        """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour)."""
+    def _extra_pool(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
+        """How the cohort's pool moves if the teams in ``extra`` used that many more units."""
+        delta = 0
+        for (team, f), units in extra.items():
+            state = self.teams.get(team)
+            if f != flavour or state is None or state.cohort != cohort:
+                continue
+            usage = self.usage.get((team, f), 0)
+            offer0, borrow0 = self.terms(team, f, usage)
+            offer1, borrow1 = self.terms(team, f, usage + units)
+            delta += (offer1 - borrow1) - (offer0 - borrow0)
+        return delta
+
+    def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
+                nominal_only: frozenset[tuple[str, str]] = frozenset()) -> Verdict:
+        """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour).
+
+        ``extra``: units that reserved jobs will use when this one would still run, per (team, flavour);
+        ``nominal_only``: (team, flavour) where such a reserved job can run only within nominal quota
+        (non-preemptible), so this one may not take the team above nominal either."""
         state = self.teams.get(request.team)
         if state is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} is not configured")
@@ -138,24 +156,33 @@ class QuotaLedger:
         quota = state.quotas.get(flavour)
         if quota is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} has no quota of {flavour}")
-        usage = self.usage.get((request.team, flavour), 0)
+        key = (request.team, flavour)
+        usage = self.usage.get(key, 0)
+        pool = self.pool.get((state.cohort, flavour), 0)
+        if extra:
+            usage += extra.get(key, 0)
+            pool += self._extra_pool(state.cohort, flavour, extra)
         after = usage + request.units
+        offer0, borrow0 = self.terms(request.team, flavour, usage)
+        offer1, borrow1 = self.terms(request.team, flavour, after)
+        pool_after = pool + (offer1 - borrow1) - (offer0 - borrow0)
         if after <= quota.nominal:
-            pool = self.pool.get((state.cohort, flavour), 0)
-            return Verdict(AdmittedAs.NOMINAL, reclaim=self.pool_after(request.team, flavour, request.units)
-                           < min(0, pool))
+            return Verdict(AdmittedAs.NOMINAL, reclaim=pool_after < min(0, pool))
         if not request.preemptible:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"non-preemptible work runs only within nominal quota: {usage} of {quota.nominal} "
                            f"{flavour} in use, needs {request.units}")
+        if key in nominal_only:
+            return Verdict(None, Reason.QUOTA_FULL,
+                           f"the team's nominal {flavour} quota is reserved for a non-preemptible job that starts "
+                           f"before this one would end")
         borrowed = after - quota.nominal
         if quota.borrowing_limit is not None and borrowed > quota.borrowing_limit:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
                            f"borrowing limit; needs {request.units} more")
-        if self.pool_after(request.team, flavour, request.units) < 0:
-            offer, borrowing = self.terms(request.team, flavour, usage)
-            room = max(0, self.pool.get((state.cohort, flavour), 0) - offer + borrowing)
+        if pool_after < 0:
+            room = max(0, pool - offer0 + borrow0)
             return Verdict(None, Reason.COHORT_FULL,
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
                            f"now")
@@ -176,7 +203,8 @@ class QuotaClock:
             self.ends.setdefault(self._key(team, flavour), []).append((end, team, units))
         for rows in self.ends.values():
             rows.sort()
-        self._cache: dict[tuple[str, str, int, Reason, bool], float | None] = {}
+        self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
+        self._generation: dict[tuple[str, str], int] = {}
         self.extra: dict[tuple[str, str], int] = {}
 
     def _key(self, team: str, flavour: str) -> tuple[str, str]:
@@ -185,8 +213,9 @@ class QuotaClock:
 
     def add(self, end: float, team: str, flavour: str, units: int) -> None:
         """Something new holds quota until ``end`` (an admission later in the cycle)."""
-        insort(self.ends.setdefault(self._key(team, flavour), []), (end, team, units))
-        self._cache.clear()
+        key = self._key(team, flavour)
+        insort(self.ends.setdefault(key, []), (end, team, units))
+        self._generation[key] = self._generation.get(key, 0) + 1
 
     def reserve(self, end: float, team: str, flavour: str, units: int) -> None:
         """A reservation holds quota from now (no holes, like its nodes) until ``end``."""
@@ -196,9 +225,13 @@ class QuotaClock:
     def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
         """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
         key = (request.team, flavour, request.units, reason, request.preemptible)
-        if key not in self._cache:
-            self._cache[key] = self._free_at(request, flavour, reason)
-        return self._cache[key]
+        generation = self._generation.get(self._key(request.team, flavour), 0)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        value = self._free_at(request, flavour, reason)
+        self._cache[key] = (generation, value)
+        return value
 
     def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
         ledger = self.ledger
