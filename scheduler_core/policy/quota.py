@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import math
-from bisect import insort
+from bisect import bisect_right, insort
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from ..model.job import PriorityClass
 from .decisions import Reason
+from ..model.team import Quota
 from .snapshot import AdmittedAs, JobRequest, RunningJob, TeamState
 
 
@@ -205,6 +206,7 @@ class QuotaClock:
             rows.sort()
         self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
         self._generation: dict[tuple[str, str], int] = {}
+        self._replays: dict[tuple[str, str], _Replay] = {}
         self.extra: dict[tuple[str, str], int] = {}
 
     def _key(self, team: str, flavour: str) -> tuple[str, str]:
@@ -234,44 +236,88 @@ class QuotaClock:
         return value
 
     def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        ledger = self.ledger
-        state = ledger.teams.get(request.team)
+        state = self.ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
         if reason is Reason.QUOTA_FULL:
             limit = quota.nominal if not request.preemptible else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
-            if limit is None or request.units > limit:
+            if limit is not None and request.units > limit:
                 return None
-        members = ledger.members.get(state.cohort, [])
-        usage = {team: ledger.usage.get((team, flavour), 0) + self.extra.get((team, flavour), 0)
-                 for team in set(members) | {request.team}}
-        pool = 0
-        for team in members:
-            offer, borrow = ledger.terms(team, flavour, usage[team])
-            pool += offer - borrow
+        key = (state.cohort, flavour)
+        generation = self._generation.get(key, 0)
+        replay = self._replays.get(key)
+        if replay is None or replay.generation != generation:
+            members = self.ledger.members.get(state.cohort, [])
+            usage = {team: self.ledger.usage.get((team, flavour), 0) + self.extra.get((team, flavour), 0)
+                     for team in members}
+            replay = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []), generation)
+            self._replays[key] = replay
+        return replay.earliest(request, quota)
 
-        def fits() -> bool:
-            after = usage[request.team] + request.units
+
+class _Replay:
+    """One cohort's quota of one flavour as its holdings end, one end after another.
+
+    Usage only falls along the way, so "does this job fit quota after the k-th end" is monotone in k and a
+    binary search finds the first k: O(log² n) per question after one O(n) pass per change."""
+
+    def __init__(self, ledger: QuotaLedger, flavour: str, members: list[str], usage: dict[str, int],
+                 ends: list[tuple[float, str, int]], generation: int) -> None:
+        self.ledger = ledger
+        self.flavour = flavour
+        self.generation = generation
+        self.members = set(members)
+        self.times = [end for end, _, _ in ends]
+        pool = sum(self._net(team, usage[team]) for team in members)
+        self.pool = [pool]
+        current = dict(usage)
+        self.steps: dict[str, tuple[list[int], list[int]]] = {
+            team: ([0], [used]) for team, used in current.items()}
+        for k, (_, team, units) in enumerate(ends, 1):
+            before = current.get(team, 0)
+            after = before - units
+            current[team] = after
+            if team in self.members:
+                pool += self._net(team, after) - self._net(team, before)
+                ks, values = self.steps[team]
+                ks.append(k)
+                values.append(after)
+            self.pool.append(pool)
+
+    def _net(self, team: str, usage: int) -> int:
+        offer, borrow = self.ledger.terms(team, self.flavour, usage)
+        return offer - borrow
+
+    def _usage(self, team: str, k: int) -> int:
+        ks, values = self.steps.get(team, ([0], [0]))
+        return values[bisect_right(ks, k) - 1]
+
+    def earliest(self, request: JobRequest, quota: Quota) -> float | None:
+        team = request.team
+
+        def fits(k: int) -> bool:
+            used = self._usage(team, k)
+            after = used + request.units
             if after <= quota.nominal:
                 return True
             if not request.preemptible:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
                 return False
-            offer0, borrow0 = ledger.terms(request.team, flavour, usage[request.team])
-            offer1, borrow1 = ledger.terms(request.team, flavour, after)
-            return pool + (offer1 - borrow1) - (offer0 - borrow0) >= 0
+            return self.pool[k] - self._net(team, used) + self._net(team, after) >= 0
 
-        if fits():
+        n = len(self.times)
+        if fits(0):
             return -math.inf
-        for end, team, units in self.ends.get((state.cohort, flavour), []):
-            before = usage.get(team, 0)
-            offer0, borrow0 = ledger.terms(team, flavour, before)
-            offer1, borrow1 = ledger.terms(team, flavour, before - units)
-            pool += (offer1 - borrow1) - (offer0 - borrow0)
-            usage[team] = before - units
-            if fits():
-                return end
-        return None
+        if not fits(n):
+            return None
+        low, high = 0, n          # fits(high), not fits(low)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fits(mid):
+                high = mid
+            else:
+                low = mid
+        return self.times[high - 1]
