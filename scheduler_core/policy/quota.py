@@ -260,35 +260,46 @@ class QuotaClock:
 class _Replay:
     """One cohort's quota of one flavour as its holdings end, one end after another.
 
-    Usage only falls along the way, so "does this job fit quota after the k-th end" is monotone in k and a
-    binary search finds the first k: O(log² n) per question after one O(n) pass per change."""
+    Usage only falls along the way, so "does this job fit quota after the k-th end" is monotone in k: a
+    galloping search finds the first such k, and the replay is extended only as far as questions reach."""
 
     def __init__(self, ledger: QuotaLedger, flavour: str, members: list[str], usage: dict[str, int],
                  ends: list[tuple[float, str, int]], generation: int) -> None:
-        self.ledger = ledger
-        self.flavour = flavour
         self.generation = generation
-        self.members = set(members)
+        self.ends = ends
         self.times = [end for end, _, _ in ends]
-        pool = sum(self._net(team, usage[team]) for team in members)
-        self.pool = [pool]
-        current = dict(usage)
-        self.steps: dict[str, tuple[list[int], list[int]]] = {
-            team: ([0], [used]) for team, used in current.items()}
-        for k, (_, team, units) in enumerate(ends, 1):
-            before = current.get(team, 0)
-            after = before - units
-            current[team] = after
-            if team in self.members:
-                pool += self._net(team, after) - self._net(team, before)
-                ks, values = self.steps[team]
-                ks.append(k)
-                values.append(after)
-            self.pool.append(pool)
+        self.terms: dict[str, tuple[int, int] | None] = {}
+        for team in members:
+            state = ledger.teams.get(team)
+            quota = state.quotas.get(flavour) if state else None
+            self.terms[team] = None if quota is None else (
+                quota.nominal, quota.nominal if quota.lending_limit is None else quota.lending_limit)
+        self.current = dict(usage)
+        self.pool = [sum(self._net(team, usage[team]) for team in members)]
+        self.steps: dict[str, tuple[list[int], list[int]]] = {team: ([0], [used]) for team, used in usage.items()}
 
     def _net(self, team: str, usage: int) -> int:
-        offer, borrow = self.ledger.terms(team, self.flavour, usage)
-        return offer - borrow
+        """What ``team`` adds to the pool at ``usage``: its offer minus its borrowing."""
+        terms = self.terms.get(team)
+        if terms is None:
+            return -usage
+        nominal, lendable = terms
+        spare = nominal - usage
+        return min(lendable, spare) if spare > 0 else spare
+
+    def _extend(self, k: int) -> None:
+        pool = self.pool[-1]
+        current, steps = self.current, self.steps
+        for index in range(len(self.pool), min(k, len(self.ends)) + 1):
+            _, team, units = self.ends[index - 1]
+            if team in self.terms:
+                before = current[team]
+                current[team] = before - units
+                pool += self._net(team, before - units) - self._net(team, before)
+                ks, values = steps[team]
+                ks.append(index)
+                values.append(before - units)
+            self.pool.append(pool)
 
     def _usage(self, team: str, k: int) -> int:
         ks, values = self.steps.get(team, ([0], [0]))
@@ -298,6 +309,7 @@ class _Replay:
         team = request.team
 
         def fits(k: int) -> bool:
+            self._extend(k)
             used = self._usage(team, k)
             after = used + request.units
             if after <= quota.nominal:
@@ -311,9 +323,13 @@ class _Replay:
         n = len(self.times)
         if fits(0):
             return -math.inf
-        if not fits(n):
-            return None
-        low, high = 0, n          # fits(high), not fits(low)
+        low, high = 0, 1                  # not fits(low); gallop until fits(high)
+        while high < n and not fits(high):
+            low, high = high, min(2 * high, n)
+        if high >= n:
+            high = n
+            if not fits(n):
+                return None
         while high - low > 1:
             mid = (low + high) // 2
             if fits(mid):
