@@ -10,6 +10,7 @@ every job that does not start. ``docs/scheduling.md`` tells the story for a new 
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 from ..model.durations import format_duration
@@ -98,7 +99,7 @@ class _Class:
     plan_for: list[tuple[str, Reason | None, bool]]
     misses: list[tuple[int, str, Pool, Verdict, Miss]]
     min_limit: float
-    quota: tuple[int, ...]
+    quota: tuple[int, ...] | None      # None: refused by quota, which only tightens within a cycle
     refused: list[tuple[str, Reason]] = field(default_factory=list)
 
 
@@ -134,6 +135,7 @@ class _Cycle:
         self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
+        self._borrowed_units: dict[tuple[str, str], int] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
@@ -146,7 +148,7 @@ class _Cycle:
         self._held_now: list[tuple[str, str, int]] = []
         self._extra_now: dict[tuple[str, str], int] = {}
         self._nominal_only_now: frozenset[tuple[str, str]] = frozenset()
-        self._held_extra: dict[tuple[int, ...], tuple[dict[tuple[str, str], int], frozenset[tuple[str, str]]]] = {}
+        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], frozenset[tuple[str, str]]]] = {}
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -212,7 +214,7 @@ class _Cycle:
                      self._widened(pending))
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
-                    and known.quota == self._quota_state(request)):
+                    and (known.quota is None or known.quota == self._quota_state(request))):
                 waiting = self._wait(pending, known.reason, known.message)
                 waiting.plan_for = known.plan_for
                 if known.misses:
@@ -223,15 +225,15 @@ class _Cycle:
                 return
         # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
         #    not take the quota a reservation needs, any more than its nodes).
-        end = self.now + request.time_limit_s
-        overlap = tuple(k for k, hold in enumerate(self._quota_holds) if end > hold[0])
-        self._held_now = [self._quota_holds[k][1:4] for k in overlap]
+        holds = self._quota_holds                      # sorted by start
+        overlap = (len(holds), bisect_left(holds, (self.now + request.time_limit_s,)))
+        self._held_now = [hold[1:4] for hold in holds[:overlap[1]]]
         cached = self._held_extra.get(overlap)
         if cached is None:
             extra: dict[tuple[str, str], int] = {}
             for team, f, units in self._held_now:
                 extra[(team, f)] = extra.get((team, f), 0) + units
-            nominal_only = frozenset((h[1], h[2]) for k in overlap if (h := self._quota_holds[k])[4])
+            nominal_only = frozenset((h[1], h[2]) for h in holds[:overlap[1]] if h[4])
             cached = (extra, nominal_only)
             self._held_extra[overlap] = cached
         self._extra_now, self._nominal_only_now = cached
@@ -285,6 +287,10 @@ class _Cycle:
                     Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
                     f"fits the team's nominal {f} quota, which is lent out; borrowers cannot be preempted yet")))
                 continue
+            known_miss = self._known_miss(pending, pool, ctx)
+            if known_miss is not None:
+                misses.append((index, f, pool, verdict, known_miss))
+                continue
             placement = place(self.cap, pool, request, ctx, small)
             if placement is not None:
                 assert verdict.admitted_as is not None
@@ -319,7 +325,7 @@ class _Cycle:
         refused = [(f, r) for f, r, _ in waiting.plan_for if r is not None]
         if refused:
             self._reserve_after_quota(pending, waiting, refused)
-        return _Class(reason, message, waiting.plan_for, [], 0.0, quota, refused)
+        return _Class(reason, message, waiting.plan_for, [], 0.0, None, refused)
 
     def _context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
@@ -343,6 +349,15 @@ class _Cycle:
         if request.topology_required:
             return None
         return pending.queued_at + self.config.topology_widen_after_s
+
+    def _known_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext) -> Miss | None:
+        """The cached miss of an identical shape, when it still holds (see :meth:`_miss`)."""
+        if ctx.avoid or ctx.restart_block is not None:
+            return None
+        hit = self._miss_cache.get((pool.flavour, pending.request.shape, ctx.widened))
+        if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
+            return hit[0]
+        return None
 
     def _miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
         """Why the job does not fit ``pool``; identical shapes share the answer for the rest of the cycle
@@ -466,6 +481,9 @@ class _Cycle:
         cohort = self.snapshot.teams[request.team].cohort
         teams = self.snapshot.teams
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
+        if reclaim_only and not self._reclaim_possible(request, pool.flavour, cohort):
+            self._no_victims.add(key)
+            return False
         eligible = []
         for v in self._candidates_for(pool.flavour, band):
             if v.id in self.leaving:
@@ -498,6 +516,28 @@ class _Cycle:
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
+
+    def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str) -> bool:
+        """A quick bound before any search: could preempting every borrower the job may take restore its
+        cohort's pool at all? (Borrowers inside their minimum run time or already leaving do not count.)"""
+        key = (flavour, cohort)
+        units = self._borrowed_units.get(key)
+        if units is None:
+            units = 0
+            for v in self._candidates_for(flavour, Band.GUARANTEED):
+                other = self.snapshot.teams.get(v.job.request.team)
+                if (not v.scavenger and v.job.admitted_as is AdmittedAs.BORROWED and other is not None
+                        and other.cohort == cohort and v.id not in self.leaving):
+                    units += v.job.request.units
+            self._borrowed_units[key] = units
+        held = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            deficit = (self.ledger.reclaim_target(request, flavour)
+                       - self.ledger.pool_after(request.team, flavour, request.units))
+        finally:
+            if held is not None:
+                held()
+        return deficit <= units
 
     def _worth_it(self, request: JobRequest, flavour: str, found: Found, slot: Slot | None) -> bool:
         """Preempting for a far-off reservation pays when it loses fewer GPU-hours than the job would wait."""
@@ -532,6 +572,10 @@ class _Cycle:
             else:
                 reason = PreemptReason.HIGHER_BAND
             grace = self._grace(job)
+            if job.admitted_as is AdmittedAs.BORROWED and other is not None:
+                bound = (job.placement.flavour, other.cohort)
+                if bound in self._borrowed_units:
+                    self._borrowed_units[bound] -= job.request.units
             self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id))
             self._mark_leaving(job, self.now + grace)
             latest = max(latest, self.now + grace)
@@ -559,7 +603,7 @@ class _Cycle:
         request = pending.request
         self.blocked_reservations += 1
         self._hold(request, slot)
-        self._quota_holds.append((slot.start, request.team, slot.flavour, request.units, not request.preemptible))
+        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible))
         self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True

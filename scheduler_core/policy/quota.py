@@ -47,6 +47,7 @@ class QuotaLedger:
         self.members: dict[str, list[str]] = {}
         #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
         self.version: dict[str, int] = {}
+        self._extra_cache: dict[tuple[int, str, str], tuple[int, Mapping[tuple[str, str], int], int]] = {}
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -130,7 +131,18 @@ class QuotaLedger:
         return self.pool_after(request.team, flavour, request.units) >= target
 
     def _extra_pool(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
-        """How the cohort's pool moves if the teams in ``extra`` used that many more units."""
+        """How the cohort's pool moves if the teams in ``extra`` used that many more units (memoised until
+        the cohort's usage changes; ``extra`` mappings live for the whole cycle)."""
+        key = (id(extra), cohort, flavour)
+        version = self.version.get("cohort:" + cohort, 0)
+        hit = self._extra_cache.get(key)
+        if hit is not None and hit[0] == version and hit[1] is extra:
+            return hit[2]
+        delta = self._extra_delta(cohort, flavour, extra)
+        self._extra_cache[key] = (version, extra, delta)
+        return delta
+
+    def _extra_delta(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
         delta = 0
         for (team, f), units in extra.items():
             state = self.teams.get(team)
