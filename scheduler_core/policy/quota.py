@@ -35,6 +35,8 @@ class Verdict:
     reason: Reason | None = None
     message: str = ""
     reclaim: bool = False
+    #: How many borrowed units the cohort must give back before a nominal admission fits (0: none).
+    deficit: int = 0
 
 
 class QuotaLedger:
@@ -180,7 +182,8 @@ class QuotaLedger:
         offer1, borrow1 = self.terms(request.team, flavour, after)
         pool_after = pool + (offer1 - borrow1) - (offer0 - borrow0)
         if after <= quota.nominal:
-            return Verdict(AdmittedAs.NOMINAL, reclaim=pool_after < min(0, pool))
+            deficit = min(0, pool) - pool_after
+            return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not request.preemptible:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"non-preemptible work runs only within nominal quota: {usage} of {quota.nominal} "
@@ -301,17 +304,26 @@ class _Replay:
 
     def _extend(self, k: int) -> None:
         pool = self.pool[-1]
-        current, steps = self.current, self.steps
-        for index in range(len(self.pool), min(k, len(self.ends)) + 1):
-            _, team, units = self.ends[index - 1]
-            if team in self.terms:
+        current, steps, terms, ends = self.current, self.steps, self.terms, self.ends
+        append = self.pool.append
+        for index in range(len(self.pool), min(k, len(ends)) + 1):
+            _, team, units = ends[index - 1]
+            if team in terms:
                 before = current[team]
-                current[team] = before - units
-                pool += self._net(team, before - units) - self._net(team, before)
+                after = before - units
+                current[team] = after
+                quota = terms[team]
+                if quota is None:
+                    pool += units
+                else:
+                    nominal, lendable = quota
+                    spare0, spare1 = nominal - before, nominal - after
+                    pool += ((min(lendable, spare1) if spare1 > 0 else spare1)
+                             - (min(lendable, spare0) if spare0 > 0 else spare0))
                 ks, values = steps[team]
                 ks.append(index)
-                values.append(before - units)
-            self.pool.append(pool)
+                values.append(after)
+            append(pool)
 
     def _usage(self, team: str, k: int) -> int:
         ks, values = self.steps.get(team, ([0], [0]))
