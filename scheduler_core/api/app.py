@@ -17,6 +17,12 @@ _JOB = r"(?P<job_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
 _TEAM = r"(?P<team>[^/]+)"
 
 
+def write_threads_for(database_url: str) -> int:
+    """SQLite takes one writer at a time, so more threads would only queue on its lock; PostgreSQL commits
+    concurrently, and a few writers hide its round trips."""
+    return 1 if database_url.startswith("sqlite") else 4
+
+
 def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
              registry: CollectorRegistry | None = None, **settings: Any) -> tornado.web.Application:
     """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and

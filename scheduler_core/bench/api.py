@@ -40,6 +40,7 @@ class ApiBenchResult:
 def _serve(url: str, conn: multiprocessing.connection.Connection) -> None:
     """The server process: the API on a fresh store with the demo cluster and teams, one token for the load."""
     from ..api import ApiService, TokenAuthenticator, make_app
+    from ..api.app import write_threads_for
     from ..api.server import listen
     from ..auth.tokens import Identity
     from ..config import load_cluster, load_teams
@@ -52,7 +53,7 @@ def _serve(url: str, conn: multiprocessing.connection.Connection) -> None:
     token = store.create_token(Identity("bench", "fraud-ml"), now=time.time(), note="shoal bench api")
 
     async def main() -> None:
-        app = make_app(ApiService(store), TokenAuthenticator(store))
+        app = make_app(ApiService(store), TokenAuthenticator(store), write_threads=write_threads_for(url))
         _, port = listen(app, "127.0.0.1", 0)
         conn.send((port, token))
         await asyncio.Event().wait()
