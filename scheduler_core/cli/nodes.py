@@ -50,7 +50,7 @@ def _set_health(state_dir: Path, db_url: str | None, name: str, health: Health, 
         except NotFound:
             known = ", ".join(sorted(r.node.name for r in store.list_nodes())[:8])
             raise click.BadParameter(f"no node {name!r} (nodes include: {known}, …)", param_hint="NODE") from None
-        store.append_event(Event(at=now, kind="node", reason=event, node=name, message=reason))
+        store.append_event(Event(at=now, kind="node_health", reason=event, node=name, message=reason))
     finally:
         store.dispose()
     click.echo(f"Node {name} is now {health.value}: {reason}")
