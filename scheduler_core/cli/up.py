@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import shlex
 import signal
@@ -152,4 +153,8 @@ def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host:
             tick_s: float) -> None:
     """Start the API and the scheduler on embedded defaults: SQLite in the state directory, the demo cluster,
     pods as local processes."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per request would drown the scheduler's own messages; refused requests (4xx/5xx) still show.
+    logging.getLogger("tornado.access").setLevel(logging.WARNING)
     asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s)))
