@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from ..config import load_cluster, load_teams
+from ..model.durations import parse_duration
 from .state import DEFAULT_STATE_DIR, database_url, open_state, state_options
 
 #: Marks that the first start already printed its admin token (tokens are kept only as hashes).
@@ -39,6 +40,7 @@ class UpOptions:
     host: str
     port: int
     tick_s: float
+    min_run_time_s: float = 1800.0
 
 
 def _store_flags(options: UpOptions) -> str:
@@ -70,6 +72,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..controller import Controller, ControllerConfig
     from ..executor.local import LocalExecutor
     from ..policy.cycle import run_cycle
+    from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveController
 
     _, nodes = load_cluster(options.cluster)
@@ -80,13 +83,14 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     store.sync_nodes(nodes)
     store.sync_teams(teams.teams)
     executor = LocalExecutor(options.state_dir, nodes, env=_pod_environment())
-    controller = Controller(store, executor, run_cycle, nodes=nodes, config=ControllerConfig(
-        checkpoint_root=str((options.state_dir / "checkpoints").resolve())))
+    policy_config = PolicyConfig(min_run_time_s=options.min_run_time_s)
+    controller = Controller(store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
+                            config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())))
     registry = make_registry(store)
     timer = CycleTimer(registry)
     live = LiveController(store, controller, executor=executor, tick_s=options.tick_s,
                           holder=f"{socket.gethostname()}:{os.getpid()}", on_step=timer.observe)
-    service = ApiService(store, wake=live.wake)
+    service = ApiService(store, wake=live.wake, policy_config=policy_config)
     app = make_app(service, TokenAuthenticator(store), write_threads=write_threads_for(url), registry=registry)
     try:
         server, port = listen(app, options.host, options.port)
@@ -149,12 +153,19 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
               help="Port of the API (0: any free port).")
 @click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=2.0, show_default=True,
               help="Seconds between scheduling cycles (a submission or cancel wakes it sooner).")
+@click.option("--min-run-time", "min_run_time", default="30m", show_default=True,
+              help="A job admitted less than this ago is preempted only by critical work (e.g. 0s for demos).")
 def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host: str, port: int,
-            tick_s: float) -> None:
+            tick_s: float, min_run_time: str) -> None:
     """Start the API and the scheduler on embedded defaults: SQLite in the state directory, the demo cluster,
     pods as local processes."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per request would drown the scheduler's own messages; refused requests (4xx/5xx) still show.
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
-    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s)))
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        min_run_time_s = parse_duration(min_run_time)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--min-run-time") from None
+    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, min_run_time_s)))

@@ -66,15 +66,20 @@ teams:
 SPARE = "b0-n03"
 
 
+_SERVER_OUTPUT: list[str] = []
+
+
 def eventually(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` seconds."""
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` (and showing the end of the server's
+    output) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            tail = "".join(_SERVER_OUTPUT[-40:])
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; shoal up said:\n{tail}")
         time.sleep(0.2)
 
 
@@ -120,9 +125,11 @@ def up(tmp_path: Path) -> Iterator[Up]:
     env.pop("SHOAL_TOKEN", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler_core.cli.main", "up", "--cluster", str(tmp_path / "cluster.yaml"),
-         "--teams", str(tmp_path / "teams.yaml"), "--state-dir", str(state), "--port", "0", "--tick", "0.5"],
+         "--teams", str(tmp_path / "teams.yaml"), "--state-dir", str(state), "--port", "0", "--tick", "0.5",
+         "--min-run-time", "0s"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    output: list[str] = []
+    output = _SERVER_OUTPUT
+    output.clear()
     url: list[str] = []
 
     def read() -> None:
