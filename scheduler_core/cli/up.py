@@ -66,7 +66,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api import ApiService, TokenAuthenticator, make_app
     from ..api.app import write_threads_for
     from ..api.metrics import CycleTimer, make_registry
-    from ..api.server import listen
+    from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
     from ..controller import ControllerConfig
     from ..executor.local import LocalExecutor
@@ -74,6 +74,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
 
+    favour_latency()
     _, nodes = load_cluster(options.cluster)
     teams = load_teams(options.teams, nodes)
     options.state_dir.mkdir(parents=True, exist_ok=True)
