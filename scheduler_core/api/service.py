@@ -59,6 +59,7 @@ class ApiService:
         self.teams: dict[str, TeamConfig] = {team.name: team for team in self.store.list_teams()}
         self.limits = ClusterLimits.build(nodes, self.teams.values())
         self.block_of = {node.name: node.block for node in nodes}
+        self.node_by_name = {node.name: node for node in nodes}
         working = [node for node in nodes if not node.spare]
         self.totals = accounting.ClusterTotals(
             gpu=sum(units * (FLAVOURS[f].speed if f in FLAVOURS else 1.0)
@@ -89,13 +90,17 @@ class ApiService:
     def job(self, identity: Identity, job_id: str) -> JobView:
         return self._job_view(self._visible_job(identity, job_id))
 
-    def cancel(self, identity: Identity, job_id: str) -> JobView:
+    def cancel(self, identity: Identity, job_id: str, reason: str = "") -> JobView:
+        """``reason`` (the idle reaper's, say) is kept in the ``CancelRequested`` event, where the job's owner
+        reads why it was stopped."""
         record = self._visible_job(identity, job_id)
         now = self.clock()
         updated = self.store.request_cancel(record.id, now)
         if updated != record:
+            message = f"cancel requested by {identity.user}" + (f": {reason}" if reason else "")
             self.store.append_event(Event(at=now, kind="job", reason="CancelRequested", job_id=record.id,
-                                          team=record.team, message=f"cancel requested by {identity.user}"))
+                                          team=record.team, message=message,
+                                          data={"reason": reason} if reason else {}))
         self._wake()
         return self._job_view(updated)
 
@@ -205,7 +210,7 @@ class ApiService:
     def _job_view(self, record: JobRecord) -> JobView:
         ledger = self.store.usage(team=record.team, since=record.submitted_at)
         seconds = accounting.job_gpu_seconds(record.id, ledger, record, self.clock())
-        return views.job_view(record, block_of=self.block_of, gpu_seconds=seconds)
+        return views.job_view(record, block_of=self.block_of, gpu_seconds=seconds, nodes=self.node_by_name)
 
 
 def parse_spec(payload: Any) -> JobSpec:
