@@ -69,3 +69,7 @@ c.JupyterHub.load_roles = [
     {"name": "user", "scopes": ["self", "access:services!service=shoal"]},
     {"name": "shoal-reaper", "services": ["shoal-reaper"], "scopes": REAPER_SCOPES},
 ]
+
+# -- an operator's (or a test's) additions, loaded last ----------------------------------------------------------------
+if os.environ.get("SHOAL_HUB_EXTRA_CONFIG"):
+    load_subconfig(os.environ["SHOAL_HUB_EXTRA_CONFIG"])  # noqa: F821
