@@ -320,7 +320,7 @@ class Controller:
         report.waits = len(waits)
         for wait in result.waits:
             record = pending.get(wait.job_id)
-            if record is not None and record.wait_reason is not wait.reason:
+            if record is not None and record.wait_reason != wait.reason:
                 self._event(EventKind.WAIT, wait.reason, now, record, wait.message,
                             data={"position": wait.position, "estimated_start": wait.estimated_start})
 
@@ -452,7 +452,7 @@ class Controller:
                 except NotFound:
                     shapes[usage.job_id] = (0, 0, 0)
                 else:
-                    request = self._builder.request(record)
+                    request = self._builder.derive(record)
                     shapes[usage.job_id] = (request.pods, request.cpus_per_pod, request.memory_gb_per_pod)
             pods, cpus, memory = shapes[usage.job_id]
             self._ledger.add(usage.team, usage_amounts(usage.flavour, usage.units, pods, cpus, memory,

@@ -16,34 +16,35 @@ from ..policy.snapshot import RESOURCES
 
 
 class UsageLedger:
+    """Per team, its decayed usage as of the last instant it was touched. Adding one team's record decays only that
+    team's totals, so loading a long ledger costs one decay per record, not one per team per record."""
+
     def __init__(self, half_life_s: float) -> None:
         self._half_life_s = half_life_s
-        self._values: dict[str, dict[str, float]] = {}
-        self._as_of: float | None = None
+        self._teams: dict[str, tuple[float, dict[str, float]]] = {}   # team → (as of, resource → value)
 
     def add(self, team: str, amounts: Mapping[str, float], at: float) -> None:
         """Add ``amounts`` (resource → amount) used by ``team``, as of instant ``at``."""
-        if self._as_of is None:
-            self._as_of = at
-        elif at > self._as_of:
-            self._decay_to(at)
-        values = self._values.setdefault(team, dict.fromkeys(RESOURCES, 0.0))
+        as_of, values = self._teams.get(team, (at, dict.fromkeys(RESOURCES, 0.0)))
+        if at > as_of:
+            values = self._decayed(values, at - as_of)
+            as_of = at
         for resource, amount in amounts.items():
-            values[resource] = values.get(resource, 0.0) + decay(amount, self._as_of - at, self._half_life_s)
+            values[resource] = values.get(resource, 0.0) + decay(amount, as_of - at, self._half_life_s)
+        self._teams[team] = (as_of, values)
 
     def decayed(self, now: float) -> dict[str, dict[str, float]]:
-        """Every team's decayed usage at ``now`` (a copy)."""
-        if self._as_of is not None and now > self._as_of:
-            self._decay_to(now)
-        return {team: dict(values) for team, values in self._values.items()}
+        """Every team's decayed usage at ``now`` (fresh dicts the caller may keep)."""
+        result: dict[str, dict[str, float]] = {}
+        for team, (as_of, values) in self._teams.items():
+            if now > as_of:
+                values = self._decayed(values, now - as_of)
+                self._teams[team] = (now, values)
+            result[team] = dict(values)
+        return result
 
-    def _decay_to(self, at: float) -> None:
-        assert self._as_of is not None
-        elapsed = at - self._as_of
-        for values in self._values.values():
-            for resource in values:
-                values[resource] = decay(values[resource], elapsed, self._half_life_s)
-        self._as_of = at
+    def _decayed(self, values: dict[str, float], elapsed: float) -> dict[str, float]:
+        return {resource: decay(value, elapsed, self._half_life_s) for resource, value in values.items()}
 
 
 def usage_amounts(flavour: str, units: int, pods: int, cpus_per_pod: int, memory_gb_per_pod: int,

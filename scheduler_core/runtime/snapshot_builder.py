@@ -34,11 +34,14 @@ class SnapshotBuilder:
         of its first flavour."""
         request = self._requests.get(record.id)
         if request is None:
-            cpus, memory_gb, units = self._shape.get(record.spec.flavour[0], _DEFAULT_SHAPE)
-            request = JobRequest.from_spec(record.id, record.spec, record.submitted_at, node_cpus=cpus,
-                                           node_memory_gb=memory_gb, gpus_per_node=units)
-            self._requests[record.id] = request
+            request = self._requests[record.id] = self.derive(record)
         return request
+
+    def derive(self, record: JobRecord) -> JobRequest:
+        """The ``JobRequest`` of any job, without caching it (for finished jobs read once)."""
+        cpus, memory_gb, units = self._shape.get(record.spec.flavour[0], _DEFAULT_SHAPE)
+        return JobRequest.from_spec(record.id, record.spec, record.submitted_at, node_cpus=cpus,
+                                    node_memory_gb=memory_gb, gpus_per_node=units)
 
     def forget(self, job_id: str) -> None:
         """Drop a finished job's cached parts (the simulator runs tens of thousands through one builder)."""

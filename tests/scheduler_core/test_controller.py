@@ -477,3 +477,21 @@ def test_the_snapshot_carries_queue_state_and_running_state_from_the_store() -> 
     # Asked again, unchanged jobs are the very same objects: the per-job parts are cached.
     again = world.controller.build_snapshot(61.0)
     assert again.pending[0] is snapshot.pending[0] and again.nodes[0] is snapshot.nodes[0]
+
+
+def test_recover_finishes_a_preemption_that_completed_while_the_scheduler_was_down() -> None:
+    world = World()
+    job = world.submit(make_spec("victim").pods(1, 8).build(),
+                       SimBehaviour(work_s=math.inf, start_latency_s=0.0, checkpoint_interval_s=None,
+                                    checkpoint_cost_s=10.0))
+    world.step(0.0)
+    world.policy.preempt(job, grace_s=60.0)
+    world.policy.admit_nothing = True
+    world.step(100.0)
+    assert world.job(job).state is JobState.TERMINATING
+    world.controller = world.new_controller()        # down before the victim's checkpoint and exit at 110
+    report = world.controller.recover(200.0)
+    assert report.requeued == [job] and report.adopted == [job]
+    record = world.job(job)
+    assert (record.state, record.preemptions, record.infra_restarts) == (JobState.PENDING, 1, 0)
+    assert record.last_checkpoint is not None and record.last_checkpoint.step == 100
