@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .stack import ROOT, Hub, free_port, wait_for
+from .stack import ROOT, GaveUp, Hub, free_port, wait_for
 
 PASSWORD = "test-password"
 
@@ -108,7 +108,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
     def up() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError(f"shoal up exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+            raise GaveUp(f"shoal up exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
         return hub.http.get(f"{hub.api}/users").status_code == 200
 
     output = ROOT / "test-output" / "hub"

@@ -19,6 +19,7 @@ class FakeScheduler(NotebookScheduler):
     pool: dict[str, int] = field(default_factory=lambda: {"h100-mig-1g": 1})
     team_limit: dict[tuple[str, str], int] = field(default_factory=dict)
     utilization: dict[str, float] = field(default_factory=dict)
+    devices: dict[str, tuple[str, ...]] = field(default_factory=dict)   # job id → devices its grant names
     refuse: SchedulerRefused | None = None
     unreachable: int = 0                  # this many calls fail with SchedulerUnavailable first
     jobs: dict[str, NotebookJob] = field(default_factory=dict)
@@ -68,7 +69,8 @@ class FakeScheduler(NotebookScheduler):
                                             reason_message="no free h100-mig-1g slice", estimated_start=None)
             else:
                 self.jobs[job_id] = replace(job, state="ADMITTED", reason=None, queue_position=None,
-                                            node="mig-a-n00", devices=(f"MIG-fake-{job_id}",))
+                                            node="mig-a-n00",
+                                            devices=self.devices.get(job_id, (f"MIG-fake-{job_id}",)))
 
     async def get(self, job_id: str) -> NotebookJob:
         self._maybe_down()

@@ -31,6 +31,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class GaveUp(Exception):
+    """Raised by a condition to stop waiting at once (the process it waits on has died)."""
+
+
 def wait_for(condition: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1) -> Any:
     """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -40,6 +44,8 @@ def wait_for(condition: Callable[[], Any], *, timeout: float, what: str, interva
             value = condition()
             if value:
                 return value
+        except GaveUp:
+            raise
         except Exception as exc:  # a server still starting refuses connections
             last_error = exc
         time.sleep(interval)
@@ -151,7 +157,7 @@ def start_hub(tmp: Path, *, shoal_url: str, users_yaml: str, password: str = "te
 
     def up() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError(f"JupyterHub exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+            raise GaveUp(f"JupyterHub exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
         return hub.http.get(f"{hub.api}/").status_code == 200
 
     try:
