@@ -41,7 +41,7 @@ class KernelClient:
 
     async def _execute(self, kernel_id: str, code: str, *, wait: bool, timeout: float) -> str:
         url = self.base.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels"
-        conn = await websocket_connect(HTTPRequest(url, headers=self.headers), connect_timeout=30)
+        conn = await websocket_connect(HTTPRequest(url, headers=self.headers, connect_timeout=30))
         msg_id = uuid.uuid4().hex
         conn.write_message(json.dumps({
             "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex,
