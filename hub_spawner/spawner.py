@@ -63,7 +63,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
     ).tag(config=True)
 
     status_interval = Float(
-        1.0, help="Seconds between reads of the notebook job's status while it waits and starts.",
+        0.5, help="Seconds between reads of the notebook job's status while it waits and starts.",
     ).tag(config=True)
 
     notebook_time_limit = Unicode(
@@ -118,6 +118,20 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
     @default("options_from_form")
     def _default_options_from_form(self) -> Any:
         return _options_from_form
+
+    @default("apply_user_options")
+    def _default_apply_user_options(self) -> Any:
+        return ShoalSpawner._check_user_options
+
+    @staticmethod
+    def _check_user_options(spawner: ShoalSpawner, user_options: dict[str, Any]) -> None:
+        """Refuse a bad choice when the spawn is requested (HTTP 400 with the reason), not after it started;
+        ``start`` checks again, since this hook can be configured away."""
+        try:
+            choose_profile(spawner.profiles, user_options)
+            choose_team(spawner.user.name, spawner.user_teams(), user_options.get("team"))
+        except (ProfileError, NoTeam) as exc:
+            raise SpawnException(str(exc), reason="user-options", status_code=400) from None
 
     # ------------------------------------------------------------------ state
     job_id = Unicode(allow_none=True, default_value=None)
@@ -249,8 +263,10 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         return (self.ip or "127.0.0.1", self.port)
 
     async def _wait_until_running(self, job: NotebookJob, profile: Profile) -> NotebookJob:
+        """Until the scheduler has granted the slice. The executor launches the server in the same step that
+        binds it, so from ADMITTED on the hub's own wait for the server's HTTP answer takes over."""
         while True:
-            if job.state == "RUNNING":
+            if job.state in ("ADMITTED", "RUNNING"):
                 return job
             if job.finished:
                 raise SpawnException(f"your notebook job {job.id} ended before its server started "

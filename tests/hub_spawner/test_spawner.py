@@ -38,7 +38,7 @@ def test_start_submits_a_notebook_job_for_the_team_and_returns_the_server_addres
     assert (spec.team, spec.flavour, spec.kind) == ("fraud-ml", ("h100-mig-3g",), "notebook")
     assert list(spec.command[1:3]) == ["-m", "hub_spawner.launch"] and spec.command[4] == "--"
     assert "jupyterhub-singleuser" in spec.command[5]
-    assert scheduler.jobs[spawner.job_id].state == "RUNNING"
+    assert scheduler.jobs[spawner.job_id].holds_slice  # granted: the executor starts the server in that step
 
 
 def test_the_hub_token_travels_in_a_private_file_never_in_the_job_spec(
@@ -178,21 +178,31 @@ def test_a_reaped_server_tells_its_user_why_on_the_next_spawn_page(
 
 def test_a_briefly_unreachable_scheduler_is_retried_while_waiting(
         make: SpawnerBuilder, scheduler: FakeScheduler) -> None:
+    holder = make.user("bob", "fraud-ml").build()
     spawner = make.build()
 
     async def scenario() -> None:
-        original = scheduler.submit
-
-        async def submit_then_flap(*args: Any, **kwargs: Any) -> Any:
-            job = await original(*args, **kwargs)
-            scheduler.unreachable = 2
-            return job
-
-        scheduler.submit = submit_then_flap  # type: ignore[method-assign]
-        await spawner.start()
+        await holder.start()  # the pool's only 1g slice
+        starting = asyncio.create_task(spawner.start())
+        while spawner.job_id is None:
+            await asyncio.sleep(0.01)
+        scheduler.unreachable = 2   # the next two reads fail
+        scheduler.finish(holder.job_id)
+        await asyncio.wait_for(starting, timeout=10)
 
     asyncio.run(scenario())
-    assert spawner.status_poll_failures == 0 and scheduler.jobs[spawner.job_id].state == "RUNNING"
+    assert scheduler.unreachable == 0 and spawner.status_poll_failures == 0
+    assert scheduler.jobs[spawner.job_id].holds_slice
+
+
+def test_bad_options_are_refused_when_the_spawn_is_requested(make: SpawnerBuilder) -> None:
+    spawner = make.user("erin", "fraud-ml", "search").build()
+    with pytest.raises(SpawnException) as caught:
+        spawner.apply_user_options(spawner, {"profile": "a100-x8"})
+    assert caught.value.status_code == 400 and "choose one of" in caught.value.message
+    with pytest.raises(SpawnException, match="several teams"):
+        spawner.apply_user_options(spawner, {"profile": "mig-1g"})
+    spawner.apply_user_options(spawner, {"profile": "mig-1g", "team": "search"})
 
 
 def test_the_spawner_is_registered_as_the_shoal_entry_point() -> None:
