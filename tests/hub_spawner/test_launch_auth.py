@@ -78,3 +78,12 @@ def test_a_bad_users_file_names_the_mistake(tmp_path: Path, text: str, message: 
     path.write_text(text)
     with pytest.raises(UsersFileError, match=message):
         load_users(path)
+
+
+def test_the_launcher_imports_neither_jupyterhub_nor_the_server_side() -> None:
+    """It runs before the notebook server starts: every import here is time the user waits on the spawn page."""
+    probe = ("import sys, hub_spawner.launch; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyterhub', 'tornado', 'sqlalchemy')))")
+    child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "[]"
