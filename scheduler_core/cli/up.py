@@ -15,7 +15,6 @@ import logging
 import os
 import shlex
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -24,8 +23,9 @@ from pathlib import Path
 import click
 
 from ..config import load_cluster, load_teams
+from ..model.durations import parse_duration
 from .hub import ADMIN_SERVICES, DEFAULT_USERS, SERVICE_NAME, HubProcess, HubSettings
-from .state import DEFAULT_STATE_DIR, database_url, open_state, state_options
+from .state import DEFAULT_STATE_DIR, database_url, executor_dir, open_state, state_options
 
 #: Marks that the first start already printed its admin token (tokens are kept only as hashes).
 ADMIN_MARKER = "admin-token-created"
@@ -40,6 +40,7 @@ class UpOptions:
     host: str
     port: int
     tick_s: float
+    min_run_time_s: float = 1800.0
     hub: HubOptions | None = None
 
 
@@ -78,17 +79,19 @@ def _pod_environment() -> dict[str, str]:
 async def serve(options: UpOptions, *, announce: bool = True) -> None:
     """Start everything, serve until SIGINT/SIGTERM, then stop in order: API, scheduler, store."""
     from ..api import ApiService, ChainAuthenticator, TokenAuthenticator, make_app
+    from ..api.app import write_threads_for
     from ..api.auth import Authenticator
     from ..api.hub_auth import HubAuthenticator
-    from ..api.app import write_threads_for
     from ..api.metrics import CycleTimer, make_registry
-    from ..api.server import listen
+    from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
-    from ..controller import Controller, ControllerConfig
+    from ..controller import ControllerConfig
     from ..executor.local import LocalExecutor
     from ..policy.cycle import run_cycle
-    from ..service.live import LiveController
+    from ..policy.snapshot import PolicyConfig
+    from ..service.live import LiveConfig, LiveController
 
+    favour_latency()
     _, nodes = load_cluster(options.cluster)
     teams = load_teams(options.teams, nodes)
     options.state_dir.mkdir(parents=True, exist_ok=True)
@@ -96,22 +99,25 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     store = open_state(options.state_dir, options.db_url, create=True)
     store.sync_nodes(nodes)
     store.sync_teams(teams.teams)
-    executor = LocalExecutor(options.state_dir, nodes, env=_pod_environment())
-    controller = Controller(store, executor, run_cycle, nodes=nodes, config=ControllerConfig(
-        checkpoint_root=str((options.state_dir / "checkpoints").resolve())))
+    executor = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
+    policy_config = PolicyConfig(min_run_time_s=options.min_run_time_s)
     registry = make_registry(store)
     timer = CycleTimer(registry)
-    live = LiveController(store, controller, executor=executor, tick_s=options.tick_s,
-                          holder=f"{socket.gethostname()}:{os.getpid()}", on_step=timer.observe)
-    service = ApiService(store, wake=live.wake)
-    authenticator: Authenticator = TokenAuthenticator(store)
+    live = LiveController(
+        store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
+        config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
+        controller_config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())),
+        on_step=lambda _report, seconds: timer.observe(seconds))
+    service = ApiService(store, wake=live.wake, policy_config=policy_config)
+    # Shoal's own tokens; running as a JupyterHub service, the hub's authenticator joins this chain: a notebook's
+    # own hub token then submits for its user's team (the team is a hub group).
+    chain: list[Authenticator] = [TokenAuthenticator(store)]
     hub_settings: HubSettings | None = None
     if options.hub is not None:
         hub_settings = _hub_settings(options)
-        # Hub tokens too: a notebook's own token submits for its user's team (the team is a hub group).
-        authenticator = ChainAuthenticator([authenticator, HubAuthenticator(
-            hub_settings.hub_api_url, service_name=SERVICE_NAME, teams=lambda: service.teams,
-            admin_services=ADMIN_SERVICES)])
+        chain.append(HubAuthenticator(hub_settings.hub_api_url, service_name=SERVICE_NAME,
+                                      teams=lambda: service.teams, admin_services=ADMIN_SERVICES))
+    authenticator = ChainAuthenticator(chain)
     app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry)
     try:
         server, port = listen(app, options.host, options.port)
@@ -127,7 +133,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         admin_token = store.create_token(Identity("admin", teams.teams[0].name, admin=True), now=time.time(),
                                          note="created by the first 'shoal up'")
         marker.write_text(f"an admin token was printed by 'shoal up' at {time.ctime()}\n")
-    live.start()
+    scheduler = asyncio.create_task(live.run())
     hub: HubProcess | None = None
     if hub_settings is not None:
         hub_settings = _with_api_url(hub_settings, options.host, port)
@@ -137,6 +143,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         except BaseException:
             server.stop()
             live.stop()
+            await scheduler
             executor.close()
             store.dispose()
             raise
@@ -158,6 +165,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         server.stop()
         await server.close_all_connections()
         live.stop()
+        await scheduler
         executor.close()
         store.dispose()
 
@@ -199,7 +207,8 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
     flags = _store_flags(options)
     click.echo(f"Shoal is up: API at {url}")
     click.echo(f"  cluster {options.cluster} ({node_count} nodes), teams {', '.join(team_names)}; "
-               f"state in {where}; pods run as local processes, logs in {options.state_dir}/logs/")
+               f"state in {where}; pods run as local processes, logs in "
+               f"{executor_dir(options.state_dir)}/logs/JOB/ATTEMPT/rank-N.log")
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
     click.echo(f"  export SHOAL_TOKEN=$(shoal token create --user $USER --team {team_names[0]}{flags})")
@@ -219,6 +228,8 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
               help="Port of the API (0: any free port).")
 @click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=2.0, show_default=True,
               help="Seconds between scheduling cycles (a submission or cancel wakes it sooner).")
+@click.option("--min-run-time", "min_run_time", default="30m", show_default=True,
+              help="A job admitted less than this ago is preempted only by critical work (e.g. 0s for demos).")
 @click.option("--no-hub", is_flag=True, help="Do not start JupyterHub (the scheduler and its API only).")
 @click.option("--hub-url", default="http://127.0.0.1:8000", show_default=True,
               help="Where users open JupyterHub (its proxy listens here).")
@@ -236,8 +247,8 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
 @click.option("--reaper-timeout", default="1h", show_default=True,
               help="Stop notebooks idle (hub, kernels and GPU) for longer than this.")
 def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host: str, port: int,
-            tick_s: float, no_hub: bool, hub_url: str, hub_api_port: int, hub_proxy_api_port: int,
-            hub_users: Path, hub_password: str | None, hub_extra_config: Path | None,
+            tick_s: float, min_run_time: str, no_hub: bool, hub_url: str, hub_api_port: int,
+            hub_proxy_api_port: int, hub_users: Path, hub_password: str | None, hub_extra_config: Path | None,
             reaper_timeout: str) -> None:
     """Start the API and the scheduler on embedded defaults: SQLite in the state directory, the demo cluster,
     pods as local processes."""
@@ -245,7 +256,12 @@ def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per request would drown the scheduler's own messages; refused requests (4xx/5xx) still show.
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the hub-token checks, one line each otherwise
+    try:
+        min_run_time_s = parse_duration(min_run_time)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--min-run-time") from None
     hub = None if no_hub else HubOptions(hub_url, hub_api_port, hub_proxy_api_port, hub_users, hub_password,
                                          hub_extra_config, reaper_timeout)
-    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, hub)))
+    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, min_run_time_s, hub)))
