@@ -175,7 +175,9 @@ class JobsHandler(BaseHandler):
             raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable characters",
                              fields={"Idempotency-Key": "1–255 printable characters"})
         payload = self.json_body()
-        self.send(await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key), 202)
+        reply = await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key)
+        self.set_header("Location", f"/v1/jobs/{reply.job_id}")
+        self.send(reply, 202)
 
 
 class JobHandler(BaseHandler):
