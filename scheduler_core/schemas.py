@@ -67,6 +67,8 @@ class PodView(_Body):
     rank: int
     node: str
     units: list[int] = Field(description="indices into the node's units of the placement's flavour")
+    devices: list[str] = Field(default_factory=list,
+                               description="the pod's CUDA_VISIBLE_DEVICES entries: GPU indices or MIG-… UUIDs")
 
 
 class PlacementView(_Body):
@@ -184,6 +186,8 @@ class NodeView(_Body):
     free: dict[str, int]
     jobs: list[str] = Field(description="jobs on the node (other teams' jobs are shown to admins only)")
     heartbeat_at: datetime | None
+    gpu_utilization: float | None = Field(default=None,
+                                          description="percent, from the executor's latest heartbeat; null if none")
 
 
 class NodeList(_Body):

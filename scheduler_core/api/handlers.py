@@ -187,7 +187,16 @@ class JobHandler(BaseHandler):
 
 class JobCancelHandler(BaseHandler):
     async def post(self, job_id: str) -> None:
-        self.send(await self.call_write(self.ctx.service.cancel, self.identity, job_id), 202)
+        """An optional body ``{"reason": "..."}`` says why (at most 500 characters); it is kept with the job."""
+        reason = ""
+        if self.request.body.strip():
+            body = self.json_body()
+            value = body.get("reason", "") if isinstance(body, dict) else None
+            if not isinstance(value, str) or len(value) > 500:
+                raise BadRequest("the cancel body is {\"reason\": \"...\"} with at most 500 characters",
+                                 fields={"reason": "a string of at most 500 characters"})
+            reason = value.strip()
+        self.send(await self.call_write(self.ctx.service.cancel, self.identity, job_id, reason), 202)
 
 
 class JobCheckpointHandler(BaseHandler):

@@ -71,8 +71,8 @@ class _calls:
         return _Call("GET", _job(job_id), JobView)
 
     @staticmethod
-    def cancel(job_id: str) -> _Call[JobView]:
-        return _Call("POST", _job(job_id) + ":cancel", JobView)
+    def cancel(job_id: str, reason: str | None = None) -> _Call[JobView]:
+        return _Call("POST", _job(job_id) + ":cancel", JobView, body={"reason": reason} if reason else None)
 
     @staticmethod
     def checkpoint(job_id: str) -> _Call[JobView]:
@@ -173,8 +173,8 @@ class ShoalClient:
     def job(self, job_id: str) -> JobView:
         return self._send(_calls.job(job_id))
 
-    def cancel(self, job_id: str) -> JobView:
-        return self._send(_calls.cancel(job_id))
+    def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        return self._send(_calls.cancel(job_id, reason))
 
     def checkpoint(self, job_id: str) -> JobView:
         return self._send(_calls.checkpoint(job_id))
@@ -245,8 +245,8 @@ class AsyncShoalClient:
     async def job(self, job_id: str) -> JobView:
         return await self._send(_calls.job(job_id))
 
-    async def cancel(self, job_id: str) -> JobView:
-        return await self._send(_calls.cancel(job_id))
+    async def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        return await self._send(_calls.cancel(job_id, reason))
 
     async def checkpoint(self, job_id: str) -> JobView:
         return await self._send(_calls.checkpoint(job_id))
