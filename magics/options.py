@@ -74,7 +74,16 @@ def cell_arguments(func: F) -> F:
     ]
     for decorate in reversed(decorators):
         func = decorate(func)
+    # "--gpus 8" must not quietly mean --gpus-per-pod: a typo'd flag is an error, not a guess.
+    func.parser.allow_abbrev = False  # type: ignore[attr-defined]
     return func
+
+
+def unquote(text: str) -> str:
+    """IPython splits magic lines without removing quotes (``--env "A=x y"`` keeps them); take one pair off."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +136,7 @@ def parse_topology(text: str | None) -> Topology | None:
 def parse_env(values: Sequence[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for item in values:
-        key, sep, value = item.partition("=")
+        key, sep, value = unquote(item).partition("=")
         if not sep or not key:
             raise UsageError(f"--env {item!r}: write KEY=VALUE")
         env[key] = value
@@ -165,7 +174,7 @@ def build_spec(args: argparse.Namespace, *, team: str, command: Sequence[str], e
     merged_env = {**env, **parse_env(args.env)}
     try:
         return JobSpec(
-            name=args.name or default_name,
+            name=unquote(args.name) if args.name else default_name,
             team=team,
             flavour=flavours,
             pods=args.pods,
@@ -190,6 +199,8 @@ def spec_error_message(exc: ValidationError, args: argparse.Namespace) -> str:
         field = str(loc[0]) if loc else ""
         flag = FIELD_FLAGS.get(field, "")
         message = _clean(error.get("msg", ""))
+        if field == "name" and error.get("type") == "string_pattern_mismatch":
+            message = "use letters, digits, '.', '_' and '-', starting with a letter or digit"
         if not flag:
             lines.append(message)
             continue
@@ -203,7 +214,7 @@ def _typed_value(args: argparse.Namespace, field: str) -> str | None:
     value = getattr(args, attr, None)
     if value is None or isinstance(value, (list, bool)):
         return None
-    return repr(value) if isinstance(value, str) else str(value)
+    return repr(unquote(value)) if isinstance(value, str) else str(value)
 
 
 def _first_message(exc: ValidationError) -> str:
