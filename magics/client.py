@@ -12,8 +12,14 @@ Each failure is a ``UsageError`` that says what to set.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Protocol
 
+from IPython.core.error import UsageError
+
+from scheduler_core.client import ApiUnavailable, AuthenticationFailed, ClientConfig, ShoalClient, config_path
+from scheduler_core.errors import ConfigError
 from scheduler_core.model import JobSpec
 from scheduler_core.schemas import JobView, LogChunk, QueueView, SubmitResponse, WhoAmI
 
@@ -34,13 +40,34 @@ class JobsClient(Protocol):
     def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk: ...
 
 
-def connect() -> JobsClient:
-    """A client for this notebook's Shoal server and identity; ``UsageError`` says what is missing."""
-    from IPython.core.error import UsageError
-
-    from scheduler_core.client import ShoalClient  # the SDK; imported here so the runner never needs it
-
+def resolve(path: Path | None = None) -> ClientConfig:
+    """The server and token this notebook acts with (the order is in the module docs)."""
+    token = os.environ.get("SHOAL_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN") or None
+    where = path or config_path()
     try:
-        return ShoalClient.from_env()  # type: ignore[no-any-return]
-    except Exception as exc:
-        raise UsageError(str(exc)) from None
+        config = ClientConfig.resolve(None, token, path=where)
+    except ConfigError as exc:
+        raise UsageError(f"cannot read the Shoal client config: {exc}") from None
+    if not config.token:
+        raise UsageError(
+            f"no Shoal token: set SHOAL_TOKEN (and SHOAL_URL), or write url and token to {where} "
+            f"(TOML: url = \"...\", token = \"...\"); an admin creates tokens with 'shoal token create'")
+    return config
+
+
+def connect(path: Path | None = None) -> JobsClient:
+    """A client for this notebook's server and identity, checked with one call so a wrong URL or token is a
+    ``UsageError`` now rather than a traceback later."""
+    config = resolve(path)
+    client = ShoalClient(config.url, config.token)
+    try:
+        client.whoami()
+    except ApiUnavailable:
+        client.close()
+        raise UsageError(f"no Shoal server answers at {config.url}: start one with 'shoal up', or set "
+                         f"SHOAL_URL to the right address") from None
+    except AuthenticationFailed as exc:
+        client.close()
+        raise UsageError(f"the Shoal server at {config.url} refused the token ({exc.message}); check SHOAL_TOKEN "
+                         f"or {path or config_path()}") from None
+    return client

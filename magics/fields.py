@@ -43,7 +43,7 @@ def describe(view: JobView, now: datetime) -> JobFacts:
     state = view.state
     if view.cancel_requested and view.state not in FINISHED_STATES:
         state += " (cancelling)"
-    elif view.state in FINISHED_STATES and view.exit_code not in (None, 0):
+    elif view.state == "FAILED" and view.exit_code not in (None, 0):
         state += f" (exit {view.exit_code})"
     values = {
         "state": state,

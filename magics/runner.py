@@ -27,8 +27,12 @@ EXIT_PULL_FAILED = 3
 def run(bundle: Path) -> int:
     manifest = Manifest.load(bundle)
     os.chdir(manifest.cwd)
-    # The notebook's path first, then whatever this interpreter added that the notebook did not have.
-    sys.path[:] = list(manifest.sys_path) + [p for p in sys.path if p not in manifest.sys_path]
+    # The notebook's path first, then whatever this interpreter added that the notebook did not have. A kernel
+    # imports from its working directory; so does the job, even if the recorded path did not say so.
+    path = list(manifest.sys_path)
+    if "" not in path and manifest.cwd not in path:
+        path.insert(0, manifest.cwd)
+    sys.path[:] = path + [p for p in sys.path if p not in path]
     source_path = bundle / manifest.source_name
     source = source_path.read_text()
     module = types.ModuleType("__main__")
