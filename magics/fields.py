@@ -40,7 +40,7 @@ class JobFacts:
 
 def describe(view: JobView, now: datetime) -> JobFacts:
     waiting = view.state == "PENDING"
-    state = view.state
+    state: str = view.state
     if view.cancel_requested and view.state not in FINISHED_STATES:
         state += " (cancelling)"
     elif view.state == "FAILED" and view.exit_code not in (None, 0):

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from IPython.core.error import UsageError
 from IPython.core.inputtransformer2 import TransformerManager
@@ -65,6 +65,13 @@ class GpuJobMagics(Magics):
         #: Every job submitted from this kernel, by id.
         self.jobs: dict[str, GpuJob] = {}
 
+    @property
+    def user_ns(self) -> dict[str, Any]:
+        """The notebook's namespace: where --push values come from and --pull values go."""
+        if self.shell is None:
+            raise UsageError("%gpujob needs a running IPython shell")
+        return cast(dict[str, Any], self.shell.user_ns)
+
     # -- connection ----------------------------------------------------------------------------------------------
 
     @property
@@ -100,7 +107,8 @@ class GpuJobMagics(Magics):
         return self._submit(line, cell)
 
     def _submit(self, line: str, cell: str) -> GpuJob | None:
-        args = parse_argstring(self.gpujob, line)
+        # getattr: IPython types @line_cell_magic loosely, and the parser lives on the decorated function.
+        args = parse_argstring(getattr(self, "gpujob"), line)
         opts = cell_options(args)
         check_source(cell)
         pushed = self._pushed_values(opts.push)
@@ -130,16 +138,17 @@ class GpuJobMagics(Magics):
             sink = WidgetSink(ui, prefix_ranks=prefix, into_cell=opts.wait)
         else:
             sink = TextSink(prefix_ranks=prefix)
-        job = GpuJob(self.client, job_id, spec, bundle, opts.pull, ui, sink, opts.ranks, self.shell.user_ns)
+        job = GpuJob(self.client, job_id, spec, bundle, opts.pull, ui, sink, opts.ranks, self.user_ns)
         self.jobs[job_id] = job
-        self.shell.user_ns["_gpujob"] = job
+        self.user_ns["_gpujob"] = job
         if ui is not None:
             display(ui.widget)
         else:
             print(f"[shoal] submitted job {job_id} ({spec.name}) to {spec.team}'s queue: "
                   f"{spec.pods} × {spec.gpus_per_pod} {','.join(spec.flavour)}")
         if opts.wait:
-            return self._wait(job, ui)
+            self._wait(job, ui)
+            return None
         if ui is not None:
             job.follow_in_background(self.poll_interval, on_error=lambda msg: ui.note(msg, error=True))
         else:
@@ -169,10 +178,10 @@ class GpuJobMagics(Magics):
         return None
 
     def _pushed_values(self, names: tuple[str, ...]) -> dict[str, Any]:
-        missing = [n for n in names if n not in self.shell.user_ns]
+        missing = [n for n in names if n not in self.user_ns]
         if missing:
             raise UsageError(f"--push {missing[0]}: no variable {missing[0]!r} in the notebook")
-        return {name: self.shell.user_ns[name] for name in names}
+        return {name: self.user_ns[name] for name in names}
 
     def _use_widgets(self) -> bool:
         if self.display_mode != "auto":
@@ -229,7 +238,7 @@ class GpuJobMagics(Magics):
             values = job.pull()
         except BundleError as exc:
             raise UsageError(str(exc)) from None
-        self.shell.user_ns.update(values)
+        self.user_ns.update(values)
         print(f"[shoal] pulled into the notebook: {', '.join(values)}")
 
     def close(self) -> None:
