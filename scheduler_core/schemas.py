@@ -61,7 +61,6 @@ class SubmitResponse(_Body):
     position: int | None = Field(description="1-based place in the team's queue; null until the first cycle")
     reason: str | None = Field(description="why it is not running yet (a reason code); null until the first cycle")
     estimated_start: datetime | None
-    created: bool = Field(default=True, description="false when an Idempotency-Key returned an earlier job")
 
 
 class PodView(_Body):
