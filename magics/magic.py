@@ -32,7 +32,7 @@ from IPython.core.magic_arguments import MagicArgumentParser, parse_argstring
 from IPython.display import display
 from traitlets import Enum, Float, Unicode
 
-from scheduler_core.errors import ShoalError, ValidationFailed
+from scheduler_core.client import ApiError, ApiUnavailable, InvalidRequest
 from scheduler_core.schemas import FINISHED_STATES
 
 from .bundle import BundleError, new_key, runner_command, runner_env, write_bundle
@@ -85,15 +85,14 @@ class GpuJobMagics(Magics):
             self._team = self._call(lambda: self.client.whoami()).team
         return self._team
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], Any], refused: str = "the scheduler refused") -> Any:
         """Run a client call; the scheduler's refusals become ``UsageError``s naming what to change."""
         try:
             return fn()
-        except ValidationFailed as exc:
+        except InvalidRequest as exc:
             details = "; ".join(f"{_flag_for(field)}: {msg}" for field, msg in exc.fields.items())
-            raise UsageError(f"the scheduler rejected the job: {exc.message}" + (f" ({details})" if details else "")
-                             ) from None
-        except ShoalError as exc:
+            raise UsageError(f"{refused}: {exc.message}" + (f" ({details})" if details else "")) from None
+        except (ApiError, ApiUnavailable) as exc:
             raise UsageError(str(exc)) from None
 
     # -- the magic -----------------------------------------------------------------------------------------------
@@ -123,7 +122,8 @@ class GpuJobMagics(Magics):
         except BundleError as exc:
             raise UsageError(str(exc)) from None
         try:
-            submitted = self._call(lambda: self.client.submit(spec, idempotency_key=key))
+            submitted = self._call(lambda: self.client.submit(spec, idempotency_key=key),
+                                   refused="the scheduler rejected the job")
         except BaseException:
             shutil.rmtree(bundle, ignore_errors=True)  # nothing was submitted: leave nothing behind
             raise
