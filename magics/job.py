@@ -100,6 +100,23 @@ class GpuJob:
                 raise TimeoutError(f"job {self.id} is still {view.state} after {timeout}s")
             pause.wait(poll_interval)
 
+    def wait_for_output(self, text: str, *, rank: int = 0, timeout: float | None = None,
+                        poll_interval: float = 0.5) -> str:
+        """Block until rank ``rank`` has printed ``text`` (its log so far is returned); ``TimeoutError`` after
+        ``timeout`` seconds, and ``RuntimeError`` if the job ends without printing it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = threading.Event()
+        while True:
+            finished = self.client.job(self.id).state in FINISHED_STATES
+            log = self.logs(rank)
+            if text in log:
+                return log
+            if finished:
+                raise RuntimeError(f"job {self.id} ended without rank {rank} printing {text!r}")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"rank {rank} of job {self.id} has not printed {text!r} after {timeout}s")
+            pause.wait(poll_interval)
+
     def pull(self) -> dict[str, Any]:
         """The ``--pull`` values rank 0 sent back (``BundleError`` says which is missing and why)."""
         return load_pulled(self.bundle, self.pull_names)
