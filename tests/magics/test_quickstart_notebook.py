@@ -13,6 +13,8 @@ from nbclient import NotebookClient
 
 from .servers import ShoalServer
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "quickstart.ipynb"
 
