@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import date
 
 import pytest
@@ -13,6 +14,9 @@ from scheduler_core.store.records import Event, JobState
 
 from ..runtime_builders import make_spec, place, whole_nodes
 from .harness import T0, Harness
+
+#: Both stores: the views must read the records each one really returns.
+pytestmark = pytest.mark.parametrize("api", ["memory", "sqlite"], indirect=True)
 
 
 def test_queue_lists_pending_jobs_in_queue_order_then_running_ones(api: Harness) -> None:
@@ -68,10 +72,23 @@ def test_quota_shows_nominal_borrowed_lent_pending_and_fair_share(api: Harness) 
         16, 24, 8, 0, 16)
     assert (search_h100.nominal, search_h100.used, search_h100.borrowed, search_h100.lent, search_h100.pending) == (
         32, 8, 0, 8, 0)
-    # 48 working H100s plus 56 one-seventh slices = 56 H100-equivalents; search's weight is 2.
-    assert fraud.fair_share == pytest.approx(24 / 56, abs=1e-6)
-    assert search.fair_share == pytest.approx(8 / 56 / 2, abs=1e-6)
+    # 64 H100s plus 56 one-seventh slices = 72 H100-equivalents (as the policy counts); search's weight is 2.
+    assert fraud.fair_share == pytest.approx(24 / 72, abs=1e-6)
+    assert search.fair_share == pytest.approx(8 / 72 / 2, abs=1e-6)
     assert fraud.dominant_resource == "gpu"
+
+
+def test_fair_share_remembers_past_use_as_the_policy_does(api: Harness) -> None:
+    done = api.run(make_spec("yesterday").pods(1, 8).build(), whole_nodes("h100-b0-n00"))
+    api.clock.advance(7 * 86400)
+    api.store.release(done.id, state=JobState.SUCCEEDED, now=api.clock(), epoch=0, exit_code=0)
+    api.clock.advance(7 * 86400)   # one half-life (the default) after the job ended
+
+    share = api.client("alice").quota("fraud-ml").fair_share
+
+    # 8 GPUs for a week (h) count when the job ends, then halve over one more h: 4·h GPU-seconds, which as a
+    # steady rate (× ln2 / h) is 4·ln2 GPUs held, of 72.
+    assert share == pytest.approx(4 * math.log(2) / 72, abs=1e-6)
 
 
 def test_nodes_show_allocation_and_only_your_teams_jobs(api: Harness) -> None:
@@ -171,3 +188,24 @@ def test_metrics_show_free_gpus_next_to_the_largest_free_shape(api: Harness) -> 
     assert _metric(text, "shoal_queue_pending_jobs", team="fraud-ml") == 1
     assert _metric(text, "shoal_queue_pending_units", team="fraud-ml") == 24
     assert _metric(text, "shoal_nodes", health="repair") == 1
+
+
+def test_metrics_count_preemptions_restarts_and_admissions_from_the_event_log(api: Harness) -> None:
+    def log(kind: str, reason: str) -> None:
+        api.store.append_event(Event(at=api.clock(), kind=kind, reason=reason, job_id="job_x", team="fraud-ml"))
+
+    for kind, reason in [("preempt", "Reclaim"), ("preempt", "Reclaim"), ("requeue", "Preempted"),
+                         ("requeue", "NodeLost"), ("admit", "borrowed"), ("admit", "BindRejected")]:
+        log(kind, reason)
+    first = api.http("GET", "/metrics", who=None).text
+    log("preempt", "TimeLimit")
+    log("requeue", "NodeLost")
+    second = api.http("GET", "/metrics", who=None).text
+
+    assert _metric(first, "shoal_preemptions_total", reason="Reclaim") == 2
+    assert _metric(first, "shoal_restarts_total", reason="NodeLost") == 1
+    assert "Preempted" not in "".join(line for line in first.splitlines() if line.startswith("shoal_restarts"))
+    assert _metric(first, "shoal_admissions_total", admitted_as="borrowed") == 1
+    assert _metric(second, "shoal_preemptions_total", reason="TimeLimit") == 1
+    assert _metric(second, "shoal_restarts_total", reason="NodeLost") == 2
+    assert _metric(second, "shoal_events_total", kind="preempt", reason="Reclaim") == 2
