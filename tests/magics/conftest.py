@@ -5,14 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from .harness import start_cluster
-from .servers import ShoalServer
+from .servers import ShoalServer, shoal_up
 
 
 @pytest.fixture
 def shoal_server(tmp_path: Path) -> Iterator[ShoalServer]:
-    cluster = start_cluster(tmp_path)
-    try:
-        yield ShoalServer(url=cluster.url, token=cluster.tokens["ana"])
-    finally:
-        cluster.stop()
+    """A running ``shoal up`` on the demo cluster, and a token of ana (fraud-ml)."""
+    with shoal_up(tmp_path) as server:
+        yield server
