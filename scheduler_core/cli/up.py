@@ -15,7 +15,6 @@ import logging
 import os
 import shlex
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import click
 
 from ..config import load_cluster, load_teams
 from ..model.durations import parse_duration
-from .state import DEFAULT_STATE_DIR, database_url, open_state, state_options
+from .state import DEFAULT_STATE_DIR, database_url, executor_dir, open_state, state_options
 
 #: Marks that the first start already printed its admin token (tokens are kept only as hashes).
 ADMIN_MARKER = "admin-token-created"
@@ -70,11 +69,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api.metrics import CycleTimer, make_registry
     from ..api.server import listen
     from ..auth.tokens import Identity
-    from ..controller import Controller, ControllerConfig
+    from ..controller import ControllerConfig
     from ..executor.local import LocalExecutor
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
-    from ..service.live import LiveController
+    from ..service.live import LiveConfig, LiveController
 
     _, nodes = load_cluster(options.cluster)
     teams = load_teams(options.teams, nodes)
@@ -83,14 +82,15 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     store = open_state(options.state_dir, options.db_url, create=True)
     store.sync_nodes(nodes)
     store.sync_teams(teams.teams)
-    executor = LocalExecutor(options.state_dir, nodes, env=_pod_environment())
+    executor = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
     policy_config = PolicyConfig(min_run_time_s=options.min_run_time_s)
-    controller = Controller(store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
-                            config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())))
     registry = make_registry(store)
     timer = CycleTimer(registry)
-    live = LiveController(store, controller, executor=executor, tick_s=options.tick_s,
-                          holder=f"{socket.gethostname()}:{os.getpid()}", on_step=timer.observe)
+    live = LiveController(
+        store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
+        config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
+        controller_config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())),
+        on_step=lambda _report, seconds: timer.observe(seconds))
     service = ApiService(store, wake=live.wake, policy_config=policy_config)
     app = make_app(service, TokenAuthenticator(store), write_threads=write_threads_for(url), registry=registry,
                    logs=PodLogReader(options.state_dir / "logs"))
@@ -108,7 +108,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         admin_token = store.create_token(Identity("admin", teams.teams[0].name, admin=True), now=time.time(),
                                          note="created by the first 'shoal up'")
         marker.write_text(f"an admin token was printed by 'shoal up' at {time.ctime()}\n")
-    live.start()
+    scheduler = asyncio.create_task(live.run())
     if announce:
         _announce(options, port, len(nodes), [t.name for t in teams.teams], admin_token)
 
@@ -123,6 +123,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         server.stop()
         await server.close_all_connections()
         live.stop()
+        await scheduler
         executor.close()
         store.dispose()
 
@@ -135,7 +136,8 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
     flags = _store_flags(options)
     click.echo(f"Shoal is up: API at {url}")
     click.echo(f"  cluster {options.cluster} ({node_count} nodes), teams {', '.join(team_names)}; "
-               f"state in {where}; pods run as local processes, logs in {options.state_dir}/logs/")
+               f"state in {where}; pods run as local processes, logs in "
+               f"{executor_dir(options.state_dir)}/logs/JOB/ATTEMPT/rank-N.log")
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
     click.echo(f"  export SHOAL_TOKEN=$(shoal token create --user $USER --team {team_names[0]}{flags})")

@@ -108,11 +108,11 @@ class Up:
 
     def logs(self, job_id: str, rank: int = 0) -> list[str]:
         """Each attempt's log of pod ``rank``, oldest attempt first."""
-        attempts = sorted((self.state / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
+        attempts = sorted((self.state / "executor" / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
         return [(a / f"rank-{rank}.log").read_text() if (a / f"rank-{rank}.log").exists() else "" for a in attempts]
 
     def pods_started(self, job_id: str) -> bool:
-        return (self.state / "pods" / job_id).exists()
+        return (self.state / "executor" / "pods" / job_id).exists()
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
 
 def _kill_leftover_pods(state: Path) -> None:
     """Pods outlive the scheduler by design; a failed test must not leave them running."""
-    for pod in (state / "pods").glob("*/*/rank-*/pod.json"):
+    for pod in (state / "executor" / "pods").glob("*/*/rank-*/pod.json"):
         pid = json.loads(pod.read_text()).get("pid", 0)
         if pid:
             try:
@@ -208,7 +208,7 @@ def test_bad_input_is_refused_and_nothing_is_stored_or_started(up: Up) -> None:
     queues = ShoalClient(up.url, admin).queues(states="all").queues
     assert [j.job_id for q in queues for j in q.jobs] == [first.json()["job_id"]]
     ShoalClient(up.url, ana).cancel(first.json()["job_id"])
-    started = sorted(p.name for p in (up.state / "pods").glob("*"))
+    started = sorted(p.name for p in (up.state / "executor" / "pods").glob("*"))
     assert started in ([], [first.json()["job_id"]])
 
 
