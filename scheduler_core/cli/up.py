@@ -93,7 +93,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         on_step=lambda _report, seconds: timer.observe(seconds))
     service = ApiService(store, wake=live.wake, policy_config=policy_config)
     app = make_app(service, TokenAuthenticator(store), write_threads=write_threads_for(url), registry=registry,
-                   logs=PodLogReader(options.state_dir / "logs"))
+                   logs=PodLogReader(executor.state_dir / "logs"))
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:

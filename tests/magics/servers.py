@@ -80,7 +80,7 @@ def shoal_up(tmp: Path) -> Iterator[ShoalServer]:
 
 def _kill_leftover_pods(state: Path) -> None:
     """Pods outlive the scheduler by design; a test must not leave them running."""
-    for pod in (state / "pods").glob("*/*/rank-*/pod.json"):
+    for pod in (state / "executor" / "pods").glob("*/*/rank-*/pod.json"):
         pid = json.loads(pod.read_text()).get("pid", 0)
         if pid:
             try:
