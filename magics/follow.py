@@ -14,14 +14,25 @@ from typing import Callable, Protocol, TextIO
 
 from scheduler_core.schemas import FINISHED_STATES, JobView
 
+from .client import JobsClient
 from .fields import describe, utcnow
 from .text import state_line
 from .widget import JobWidget
-from .client import JobsClient
 
 #: After the job ends, how many more reads of each rank's log may come back non-empty before we stop waiting for
 #: the executor to flush it (each read returns everything available, so this only matters if writes lag).
 DRAIN_READS = 50
+
+
+def read_log(client: JobsClient, job_id: str, rank: int) -> str:
+    """Everything rank ``rank`` has printed in its latest attempt so far."""
+    parts, offset = [], 0
+    while True:
+        chunk = client.logs(job_id, rank=rank, offset=offset)
+        parts.append(chunk.text)
+        if chunk.eof or chunk.next_offset == offset:
+            return "".join(parts)
+        offset = chunk.next_offset
 
 
 class Sink(Protocol):

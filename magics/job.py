@@ -16,7 +16,7 @@ from scheduler_core.schemas import FINISHED_STATES, JobView
 
 from .bundle import BundleError, load_pulled
 from .client import JobsClient
-from .follow import Follower, Sink
+from .follow import Follower, Sink, read_log
 from .widget import JobWidget
 
 #: Consecutive failed polls (server restarting, network blip) tolerated before a background follower gives up.
@@ -76,13 +76,7 @@ class GpuJob:
 
     def logs(self, rank: int = 0) -> str:
         """Everything rank ``rank`` printed in its latest attempt so far."""
-        parts, offset = [], 0
-        while True:
-            chunk = self.client.logs(self.id, rank=rank, offset=offset)
-            parts.append(chunk.text)
-            if chunk.eof or chunk.next_offset == offset:
-                return "".join(parts)
-            offset = chunk.next_offset
+        return read_log(self.client, self.id, rank)
 
     def wait(self, timeout: float | None = None, *, until: str = "finished", poll_interval: float = 0.5) -> JobView:
         """Block until the job has finished (``until="finished"``) or started (``"running"``); ``TimeoutError``

@@ -38,7 +38,7 @@ from scheduler_core.schemas import FINISHED_STATES
 from .bundle import BundleError, new_key, runner_command, runner_env, write_bundle
 from .client import JobsClient, connect
 from .fields import describe, utcnow
-from .follow import Sink, TextSink, WidgetSink
+from .follow import Sink, TextSink, WidgetSink, read_log
 from .job import GpuJob, JobFailed
 from .options import FIELD_FLAGS, build_spec, cell_arguments, cell_options
 from .text import job_block, queue_table
@@ -220,7 +220,7 @@ class GpuJobMagics(Magics):
             pods = job.spec.pods
         if not 0 <= args.rank < pods:
             raise UsageError(f"--rank {args.rank}: job {args.job_id} has ranks 0 to {pods - 1}")
-        text = self._call(lambda: _read_all_logs(self.client, args.job_id, args.rank))
+        text = self._call(lambda: read_log(self.client, args.job_id, args.rank))
         sys.stdout.write(text if text else f"(rank {args.rank} of job {args.job_id} has printed nothing yet)\n")
 
     def _line_cancel(self, args: argparse.Namespace) -> None:
@@ -262,16 +262,6 @@ def check_source(cell: str) -> None:
         compile(cell, "<%%gpujob cell>", "exec")
     except SyntaxError as exc:
         raise UsageError(f"%%gpujob: syntax error in the cell, line {exc.lineno}: {exc.msg}") from None
-
-
-def _read_all_logs(client: JobsClient, job_id: str, rank: int) -> str:
-    parts, offset = [], 0
-    while True:
-        chunk = client.logs(job_id, rank=rank, offset=offset)
-        parts.append(chunk.text)
-        if chunk.eof or chunk.next_offset == offset:
-            return "".join(parts)
-        offset = chunk.next_offset
 
 
 def _line_parser(sub: str) -> MagicArgumentParser:

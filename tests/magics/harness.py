@@ -46,6 +46,7 @@ class Cluster:
     tokens: dict[str, str]
     hold: bool = False  # keep new jobs pending (to show queue position and reason)
     gangs: dict[str, Gang] = field(default_factory=dict)
+    node_failures: set[str] = field(default_factory=set)  # jobs whose node "fails" at the next tick
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -87,6 +88,17 @@ class Cluster:
                 self._launch(record, now)
         for record in self.store.list_jobs(states=[JobState.RUNNING, JobState.TERMINATING]):
             gang = self.gangs[record.id]
+            if record.id in self.node_failures:
+                # A node failure: the whole gang is stopped and requeued; it is not the job's fault.
+                self.node_failures.discard(record.id)
+                for proc in gang.procs:
+                    proc.kill()
+                    proc.wait()
+                for fh in gang.files:
+                    fh.close()
+                self.store.release(record.id, state=JobState.PENDING, now=now, epoch=0, infra_fault=True,
+                                   message="node h100-b0-n00 failed")
+                continue
             if record.cancel_requested and record.state is JobState.RUNNING:
                 self.store.mark_terminating(record.id, requeue=False, terminate_by=now + 30, now=now, epoch=0)
                 for proc in gang.procs:
@@ -109,7 +121,8 @@ class Cluster:
         placement = Placement("h100", tuple(PodPlacement(NODES[rank], tuple(range(spec.gpus_per_pod)))
                                             for rank in range(spec.pods)))
         self.store.bind(record.id, placement, AdmittedAs.NOMINAL, epoch=0, now=now)
-        logs = self.log_root / record.id / "0"
+        attempt = record.restarts + record.infra_restarts + record.preemptions
+        logs = self.log_root / record.id / str(attempt)
         logs.mkdir(parents=True)
         gang = Gang(procs=[], files=[])
         for rank in range(spec.pods):

@@ -284,3 +284,22 @@ def test_hub_token_and_config_file_identify_the_notebook(ip: InteractiveShell, c
     ip.run_line_magic("reload_ext", "magics")
     ip.run_line_magic("gpujob", "queue")
     assert capsys.readouterr().out.startswith("fraud-ml:")
+
+
+def test_a_restart_after_a_node_failure_shows_in_the_widget_and_its_log(ip: InteractiveShell, cluster: Cluster
+                                                                          ) -> None:
+    gpujob_magics().display_mode = "widget"
+    # The first attempt of each pod leaves a mark in the notebook's directory and waits; the second finishes.
+    ip.run_cell_magic("gpujob", "--pods 2 --gpus-per-pod 8",
+                      "import os, time\nprint('attempt up', flush=True)\nmark = f\"ran-{os.environ['RANK']}\"\n"
+                      "if not os.path.exists(mark):\n    open(mark, 'w').close()\n    time.sleep(120)\n"
+                      "print('done', flush=True)\n")
+    job = last_job(ip)
+    assert job.ui is not None
+    ui = job.ui
+    texts = lambda: "".join(o["text"] for o in ui.logs.outputs)  # noqa: E731
+    until(lambda: "attempt up" in texts())
+    cluster.node_failures.add(job.id)
+    until(lambda: ui.values["restarts"].value == "0 (+1 after node failures, 0 preemptions)")
+    assert job.wait(timeout=30).state == "SUCCEEDED"
+    assert texts() == "attempt up\n--- the job restarted: attempt 1 ---\nattempt up\ndone\n"
