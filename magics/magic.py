@@ -100,7 +100,19 @@ class GpuJobMagics(Magics):
     @cell_arguments
     @line_cell_magic
     def gpujob(self, line: str, cell: str | None = None) -> Any:
-        """Run the cell as a GPU job of your team; see the module docs for the line forms."""
+        """%%gpujob: run the cell as a gang job of your team on the cluster (docs/gpujob.md).
+
+        Every pod runs the cell with your kernel's Python, in your working directory, with the job contract's
+        environment (RANK, WORLD_SIZE, ...). Kernel variables are not visible: send them with --push, bring
+        results back with --pull. The latest job is ``_gpujob`` in the notebook.
+
+        Line forms:
+          %gpujob queue [--team T]       your team's pending and running jobs
+          %gpujob status ID              one job: state, position, reason, placement, restarts, checkpoint
+          %gpujob logs ID [--rank R]     what a pod printed (rank 0 unless --rank)
+          %gpujob cancel ID              stop a job
+          %gpujob pull ID                load a finished job's --pull values into the notebook
+        """
         if cell is None:
             return self._line(line)
         return self._submit(line, cell)
