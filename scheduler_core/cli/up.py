@@ -63,11 +63,11 @@ def _pod_environment() -> dict[str, str]:
 
 async def serve(options: UpOptions, *, announce: bool = True) -> None:
     """Start everything, serve until SIGINT/SIGTERM, then stop in order: API, scheduler, store."""
-    from ..api import ApiService, TokenAuthenticator, make_app
+    from ..api import ApiService, ChainAuthenticator, TokenAuthenticator, make_app
     from ..api.app import write_threads_for
     from ..api.logs import PodLogReader
     from ..api.metrics import CycleTimer, make_registry
-    from ..api.server import listen
+    from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
     from ..controller import ControllerConfig
     from ..executor.local import LocalExecutor
@@ -75,6 +75,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
 
+    favour_latency()
     _, nodes = load_cluster(options.cluster)
     teams = load_teams(options.teams, nodes)
     options.state_dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +93,9 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         controller_config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())),
         on_step=lambda _report, seconds: timer.observe(seconds))
     service = ApiService(store, wake=live.wake, policy_config=policy_config)
-    app = make_app(service, TokenAuthenticator(store), write_threads=write_threads_for(url), registry=registry,
+    # Shoal's own tokens; running as a JupyterHub service, the hub's authenticator joins this chain.
+    authenticator = ChainAuthenticator([TokenAuthenticator(store)])
+    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry,
                    logs=PodLogReader(executor.state_dir / "logs"))
     try:
         server, port = listen(app, options.host, options.port)
