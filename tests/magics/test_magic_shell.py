@@ -298,7 +298,7 @@ def test_a_restart_after_a_node_failure_shows_in_the_widget_and_its_log(ip: Inte
     assert job.ui is not None
     ui = job.ui
     texts = lambda: "".join(o["text"] for o in ui.logs.outputs)  # noqa: E731
-    until(lambda: "attempt up" in texts())
+    until(lambda: "attempt up" in texts() and Path("ran-0").exists() and Path("ran-1").exists())
     cluster.node_failures.add(job.id)
     until(lambda: ui.values["restarts"].value == "0 (+1 after node failures, 0 preemptions)")
     assert job.wait(timeout=30).state == "SUCCEEDED"
