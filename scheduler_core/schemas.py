@@ -242,6 +242,24 @@ class UsageReport(_Body):
     totals: list[UsageTotal]
 
 
+# -- pod logs -------------------------------------------------------------------------------------------------------
+
+class LogChunk(_Body):
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: what one pod printed, read on from byte ``offset``.
+
+    Read again with ``offset=next_offset`` to follow the pod. ``eof`` is true once the job has finished and
+    nothing is left to read. ``attempt`` names the launch the text belongs to (a restart starts a new log).
+    """
+
+    job_id: str
+    rank: int
+    attempt: int | None = Field(description="the launch this log belongs to; null before the job first starts")
+    offset: int
+    next_offset: int
+    text: str
+    eof: bool
+
+
 # -- who am I -------------------------------------------------------------------------------------------------------
 
 class WhoAmI(_Body):
@@ -252,7 +270,7 @@ class WhoAmI(_Body):
 
 __all__ = [
     "AdmittedAsName", "CheckpointView", "ErrorDetail", "ErrorResponse", "EventList", "EventView", "FINISHED_STATES",
-    "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "NodeList", "NodeView", "PlacementView", "PodView",
-    "QueueEntry", "QueueList", "QueueView", "QuotaView", "SubmitResponse", "UsageReport", "UsageRow", "UsageTotal",
-    "WhoAmI", "utc",
+    "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "LogChunk", "NodeList", "NodeView", "PlacementView",
+    "PodView", "QueueEntry", "QueueList", "QueueView", "QuotaView", "SubmitResponse", "UsageReport", "UsageRow",
+    "UsageTotal", "WhoAmI", "utc",
 ]

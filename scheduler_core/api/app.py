@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from . import handlers as h
 from .auth import Authenticator
+from .logs import PodLogReader
 from .metrics import make_registry
 from .service import ApiService
 
@@ -24,23 +25,26 @@ def write_threads_for(database_url: str) -> int:
 
 
 def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
-             registry: CollectorRegistry | None = None, **settings: Any) -> tornado.web.Application:
+             registry: CollectorRegistry | None = None, logs: PodLogReader | None = None,
+             **settings: Any) -> tornado.web.Application:
     """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
     ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).
-    ``registry`` is the Prometheus registry ``/metrics`` serves (default: one with the store's gauges)."""
+    ``registry`` is the Prometheus registry ``/metrics`` serves (default: one with the store's gauges); ``logs``
+    reads pod output for ``/v1/jobs/{id}/logs`` (none: that endpoint answers 404)."""
     from .openapi import document  # here, so `python -m scheduler_core.api.openapi` runs it exactly once
 
     ctx = h.ApiContext(
         service=service, authenticator=authenticator,
         pool=ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="shoal-api-read"),
         write_pool=ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="shoal-api-write"),
-        registry=registry or make_registry(service.store), openapi=document(),
+        registry=registry or make_registry(service.store), openapi=document(), logs=logs,
     )
     args = {"ctx": ctx}
     routes: list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]] = [
         (r"/v1/jobs", h.JobsHandler, args),
         (rf"/v1/jobs/{_JOB}:cancel", h.JobCancelHandler, args),
         (rf"/v1/jobs/{_JOB}:checkpoint", h.JobCheckpointHandler, args),
+        (rf"/v1/jobs/{_JOB}/logs", h.JobLogsHandler, args),
         (rf"/v1/jobs/{_JOB}", h.JobHandler, args),
         (r"/v1/queues", h.QueuesHandler, args),
         (rf"/v1/queues/{_TEAM}", h.QueueHandler, args),

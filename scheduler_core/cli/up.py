@@ -82,6 +82,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api.app import write_threads_for
     from ..api.auth import Authenticator
     from ..api.hub_auth import HubAuthenticator
+    from ..api.logs import PodLogReader
     from ..api.metrics import CycleTimer, make_registry
     from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
@@ -118,7 +119,8 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         chain.append(HubAuthenticator(hub_settings.hub_api_url, service_name=SERVICE_NAME,
                                       teams=lambda: service.teams, admin_services=ADMIN_SERVICES))
     authenticator = ChainAuthenticator(chain)
-    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry)
+    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry,
+                   logs=PodLogReader(executor.state_dir / "logs"))
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:

@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from ..model.job import JobSpec
-from ..schemas import (FINISHED_STATES, ErrorResponse, EventList, JobView, NodeList, QueueList, QueueView,
+from ..schemas import (FINISHED_STATES, ErrorResponse, EventList, JobView, LogChunk, NodeList, QueueList, QueueView,
                        QuotaView, SubmitResponse, UsageReport, WhoAmI)
 from .config import ClientConfig
 from .errors import ApiError, ApiUnavailable, for_status
@@ -77,6 +77,10 @@ class _calls:
     @staticmethod
     def checkpoint(job_id: str) -> _Call[JobView]:
         return _Call("POST", _job(job_id) + ":checkpoint", JobView)
+
+    @staticmethod
+    def logs(job_id: str, rank: int, offset: int) -> _Call[LogChunk]:
+        return _Call("GET", _job(job_id) + "/logs", LogChunk, params={"rank": str(rank), "offset": str(offset)})
 
     @staticmethod
     def queue(team: str, states: str | list[str] | tuple[str, ...] | None) -> _Call[QueueView]:
@@ -179,6 +183,10 @@ class ShoalClient:
     def checkpoint(self, job_id: str) -> JobView:
         return self._send(_calls.checkpoint(job_id))
 
+    def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk:
+        """What pod ``rank`` printed from byte ``offset`` on; read again from ``next_offset`` to follow it."""
+        return self._send(_calls.logs(job_id, rank, offset))
+
     def queue(self, team: str, *, states: str | list[str] | None = None) -> QueueView:
         return self._send(_calls.queue(team, states))
 
@@ -250,6 +258,9 @@ class AsyncShoalClient:
 
     async def checkpoint(self, job_id: str) -> JobView:
         return await self._send(_calls.checkpoint(job_id))
+
+    async def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk:
+        return await self._send(_calls.logs(job_id, rank, offset))
 
     async def queue(self, team: str, *, states: str | list[str] | None = None) -> QueueView:
         return await self._send(_calls.queue(team, states))
