@@ -149,6 +149,8 @@ class _Cycle:
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
+        #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``).
+        self._claimed: set[str] = set()
         #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
@@ -284,6 +286,7 @@ class _Cycle:
         small = is_small(request, self.config.small_job_max_units)
         # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
         inflight = [v for v in self.victims_for.get(request.id, []) if v.request.id in self.leaving]
+        self._claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
         options: list[tuple[str, Pool, Verdict]] = []
         refused: list[_PlanFor] = []
@@ -500,6 +503,8 @@ class _Cycle:
         key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened)
         if key in self._no_victims:
             return False
+        if mode == "now" and self._wait_for_leaving(pending, pool, verdict, ctx, small):
+            return True
         cohort = self.snapshot.teams[request.team].cohort
         teams = self.snapshot.teams
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
@@ -542,6 +547,47 @@ class _Cycle:
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
+
+    def _wait_for_leaving(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext,
+                          small: bool) -> bool:
+        """Before stopping anyone: would the job fit once jobs that are already leaving have gone? Then it
+        claims them and waits, as if it had preempted them (the controller need not remember whom a job
+        preempted, and two cycles never preempt twice for one job)."""
+        request = pending.request
+        leaving = [v for v in self._leaving_victims(pool.flavour) if v.id not in self._claimed]
+        if not leaving:
+            return False
+        undo = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
+            search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
+            found = search.settle(leaving)
+        finally:
+            if undo is not None:
+                undo()
+        if found is None:
+            return False
+        assert verdict.admitted_as is not None
+        by = max(self.leaving[v.id] for v in found.victims)
+        self._claimed.update(v.id for v in found.victims)
+        self._commit(request, pool.flavour, verdict.admitted_as)
+        self._hold(request, Slot(pool.flavour, by, tuple((pool.pos[self.cap.index[p.node]], p.units)
+                                                        for p in found.placement.pods)))
+        waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
+                             f"waiting for {len(found.victims)} job(s) already signalled to exit, within "
+                             f"{format_duration(by - self.now)}")
+        waiting.estimate = by
+        waiting.planned = True
+        return True
+
+    def _leaving_victims(self, flavour: str) -> list[Victim]:
+        """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first."""
+        found = [victim(job, self.now, self.config) for job in self.running
+                 if job.request.id in self.leaving and job.placement.flavour == flavour]
+        for v in found:
+            if v.id not in self._spots:
+                self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+        return sorted(found, key=lambda v: (self.leaving[v.id], v.id))
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
@@ -598,6 +644,7 @@ class _Cycle:
                     by_team[job.request.team] -= job.request.units
             self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id))
             self._mark_leaving(job, self.now + grace)
+            self._claimed.add(job.request.id)
             latest = max(latest, self.now + grace)
         self._commit(request, pool.flavour, verdict.admitted_as)
         slot = Slot(pool.flavour, latest, tuple((pool.pos[self.cap.index[p.node]], p.units)

@@ -180,6 +180,10 @@ class VictimSearch:
         assert placement is not None
         return Found(victims, placement)
 
+    def settle(self, leaving: Sequence[Victim]) -> Found | None:
+        """The fewest of ``leaving`` (soonest gone first) whose exit makes the job fit, or ``None``."""
+        return self._try(leaving, self.ctx)
+
     def run(self, candidates: Sequence[Victim]) -> Found | None:
         """Cheapest victims for the job among ``candidates`` (sorted by cost), or ``None``."""
         request = self.request
