@@ -34,8 +34,8 @@ _REASON_RANK = {
     Reason.PREEMPTING_VICTIMS: 7,
 }
 #: A flavour the plan may start a waiting job on: (flavour, quota reason holding it back or None, waiting for
-#: reclaim, not before this instant).
-_PlanFor = tuple[str, Reason | None, bool, float]
+#: reclaim, within nominal only: a reserved non-preemptible job of its team needs the nominal quota).
+_PlanFor = tuple[str, Reason | None, bool, bool]
 
 _CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
                                Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
@@ -84,8 +84,8 @@ class _Waiting:
 
     ``plan_for`` lists the flavours the plan may start it on, each with what holds it back besides capacity:
     a quota reason (it starts once the team's or cohort's jobs free quota), ``reclaim`` (once borrowers
-    may be preempted), and an instant before which it cannot start (a reserved non-preemptible job of its
-    team holds the nominal quota until then)."""
+    may be preempted), and whether it must fit within nominal quota (a reserved non-preemptible job of its
+    team needs the nominal quota while both would run)."""
 
     job: PendingJob
     reason: Reason
@@ -149,8 +149,10 @@ class _Cycle:
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
-        #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``).
+        #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
         self._claimed: set[str] = set()
+        self._unsettled: set[tuple[object, ...]] = set()
+        self._leaving_cache: dict[tuple[str, int], list[Victim]] = {}
         #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
@@ -162,13 +164,11 @@ class _Cycle:
         self._holdings: list[tuple[float, str, str, int]] = []
         #: (start, team, flavour, units) of each reservation, for the quota side of backfill; those a job
         #: being processed would overlap if it started now.
-        self._quota_holds: list[tuple[float, str, str, int, bool, float]] = []
+        self._quota_holds: list[tuple[float, str, str, int, bool]] = []
         self._held_now: list[tuple[str, str, int]] = []
         self._extra_now: dict[tuple[str, str], int] = {}
-        self._nominal_only_now: dict[tuple[str, str], float] = {}
         self._nominal_only_keys: frozenset[tuple[str, str]] = frozenset()
-        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], dict[tuple[str, str], float],
-                                                      frozenset[tuple[str, str]]]] = {}
+        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], frozenset[tuple[str, str]]]] = {}
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -253,13 +253,9 @@ class _Cycle:
             extra: dict[tuple[str, str], int] = {}
             for team, f, units in self._held_now:
                 extra[(team, f)] = extra.get((team, f), 0) + units
-            nominal_only: dict[tuple[str, str], float] = {}
-            for h in holds[:overlap[1]]:
-                if h[4]:
-                    nominal_only[(h[1], h[2])] = max(nominal_only.get((h[1], h[2]), h[5]), h[5])
-            cached = (extra, nominal_only, frozenset(nominal_only))
+            cached = (extra, frozenset((h[1], h[2]) for h in holds[:overlap[1]] if h[4]))
             self._held_extra[overlap] = cached
-        self._extra_now, self._nominal_only_now, self._nominal_only_keys = cached
+        self._extra_now, self._nominal_only_keys = cached
         outcome = self._process(pending)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
@@ -297,8 +293,7 @@ class _Cycle:
                 assert verdict.reason is not None
                 best = _better(best, index, verdict.reason, verdict.message)
                 if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                    after = self._nominal_only_now.get((request.team, f), self.now)
-                    refused.append((f, verdict.reason, False, after if request.preemptible else self.now))
+                    refused.append((f, verdict.reason, False, (request.team, f) in self._nominal_only_keys))
             else:
                 options.append((f, pool, verdict))
         if not options:
@@ -334,7 +329,7 @@ class _Cycle:
         choice = max(misses, key=lambda m: (_REASON_RANK[m[4].reason], -m[0]))
         miss = choice[4]
         waiting = self._wait(pending, miss.reason, miss.message)
-        waiting.plan_for = [(f, None, v.reclaim, self.now) for _, f, _, v, m in misses if not m.never]
+        waiting.plan_for = [(f, None, v.reclaim, False) for _, f, _, v, m in misses if not m.never]
         reservable = [m for m in misses if not m[4].never and not m[3].reclaim and m[4].reason in _CAPACITY_REASONS]
         outcome = _Class(miss.reason, miss.message, waiting.plan_for, reservable, request.time_limit_s, quota)
         if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
@@ -554,18 +549,23 @@ class _Cycle:
         claims them and waits, as if it had preempted them (the controller need not remember whom a job
         preempted, and two cycles never preempt twice for one job)."""
         request = pending.request
+        key = (pool.flavour, request.shape, ctx.widened, request.team, verdict.reclaim)
+        if key in self._unsettled or ctx.avoid or ctx.restart_block is not None:
+            return False
         leaving = [v for v in self._leaving_victims(pool.flavour) if v.id not in self._claimed]
-        if not leaving:
+        if not leaving or sum(v.job.request.units for v in leaving) + pool.free_units < request.units:
+            self._unsettled.add(key)
             return False
         undo = self.ledger.hold(self._held_now) if self._held_now else None
         try:
             target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
             search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
-            found = search.settle(leaving)
+            found = search.settle(leaving, self.leaving)
         finally:
             if undo is not None:
                 undo()
         if found is None:
+            self._unsettled.add(key)
             return False
         assert verdict.admitted_as is not None
         by = max(self.leaving[v.id] for v in found.victims)
@@ -582,12 +582,17 @@ class _Cycle:
 
     def _leaving_victims(self, flavour: str) -> list[Victim]:
         """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first."""
-        found = [victim(job, self.now, self.config) for job in self.running
-                 if job.request.id in self.leaving and job.placement.flavour == flavour]
-        for v in found:
-            if v.id not in self._spots:
-                self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
-        return sorted(found, key=lambda v: (self.leaving[v.id], v.id))
+        key = (flavour, len(self.leaving))
+        found = self._leaving_cache.get(key)
+        if found is None:
+            found = [victim(job, self.now, self.config) for job in self.running
+                     if job.request.id in self.leaving and job.placement.flavour == flavour]
+            for v in found:
+                if v.id not in self._spots:
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+            found.sort(key=lambda v: (self.leaving[v.id], v.id))
+            self._leaving_cache[key] = found
+        return found
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
@@ -670,8 +675,7 @@ class _Cycle:
         request = pending.request
         self.blocked_reservations += 1
         self._hold(request, slot)
-        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible,
-                                   slot.start + request.time_limit_s))
+        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible))
         self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True
@@ -684,13 +688,13 @@ class _Cycle:
             return
         request = pending.request
         best: Slot | None = None
-        for flavour, reason, _, after in refused:
+        for flavour, reason, _, nominal_only in refused:
             if flavour not in self.cap.pools or reason is None:
                 continue
-            quota_free = self._quota_clock().free_at(request, flavour, reason)
+            quota_free = self._quota_clock().free_at(request, flavour, reason, nominal_only)
             if quota_free is None:
                 continue
-            slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, after, self.now),
+            slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, self.now),
                                           widen_at=self._widen_at(pending))
             if slot is not None and (best is None or slot.start < best.start):
                 best = slot
@@ -773,15 +777,15 @@ class _Cycle:
             request = waiting.job.request
             best: Slot | None = None
             reclaim_at: float | None = None
-            for flavour, quota_reason, reclaim, after in waiting.plan_for:
+            for flavour, quota_reason, reclaim, nominal_only in waiting.plan_for:
                 if reclaim:
                     # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
                     at = self._reclaim_after(request, flavour)
                     reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
                     continue
-                not_before = max(self.now, after)
+                not_before = self.now
                 if quota_reason is not None:
-                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason)
+                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason, nominal_only)
                     if quota_free is None:
                         continue
                     not_before = max(not_before, quota_free)

@@ -180,8 +180,35 @@ class VictimSearch:
         assert placement is not None
         return Found(victims, placement)
 
-    def settle(self, leaving: Sequence[Victim]) -> Found | None:
-        """The fewest of ``leaving`` (soonest gone first) whose exit makes the job fit, or ``None``."""
+    def settle(self, leaving: Sequence[Victim], gone_at: Mapping[str, float]) -> Found | None:
+        """The fewest of ``leaving`` (soonest gone first) whose exit makes the job fit, or ``None``. One pod
+        looks at the node whose leaving jobs free enough units soonest first."""
+        if self.request.pods == 1:
+            pool, ctx, g = self.pool, self.ctx, self.request.units_per_pod
+            per_node: dict[int, list[tuple[Victim, int]]] = {}
+            for v in leaving:
+                for j, units in self.spots[v.id]:
+                    per_node.setdefault(j, []).append((v, units))
+            best: tuple[tuple[float, int], list[Victim]] | None = None
+            for j in sorted(per_node):
+                if not pool.usable[j] or pool.spare[j] or pool.cap[j] < g:
+                    continue
+                need = g - pool.hold_room(j, ctx.end)
+                chosen: list[Victim] = []
+                for v, units in per_node[j]:
+                    if need <= 0:
+                        break
+                    need -= units
+                    chosen.append(v)
+                if need > 0 or not chosen:
+                    continue
+                rank = (max(gone_at[v.id] for v in chosen), j)
+                if best is None or rank < best[0]:
+                    best = (rank, chosen)
+            if best is None:
+                return None
+            first = {v.id for v in best[1]}
+            return self._try(best[1] + [v for v in leaving if v.id not in first], ctx)
         return self._try(leaving, self.ctx)
 
     def run(self, candidates: Sequence[Victim]) -> Found | None:

@@ -239,24 +239,26 @@ class QuotaClock:
         self.extra[(team, flavour)] = self.extra.get((team, flavour), 0) + units
         self.add(end, team, flavour, units)
 
-    def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
-        key = (request.team, flavour, request.units, reason, request.preemptible)
+    def free_at(self, request: JobRequest, flavour: str, reason: Reason, nominal_only: bool = False) -> float | None:
+        """The earliest instant quota could admit ``request`` (``None``: never, as configured);
+        ``nominal_only``: it may not borrow (a reserved non-preemptible job of its team needs the nominal)."""
+        preemptible = request.preemptible and not nominal_only
+        key = (request.team, flavour, request.units, reason, preemptible)
         generation = self._generation.get(self._key(request.team, flavour), 0)
         hit = self._cache.get(key)
         if hit is not None and hit[0] == generation:
             return hit[1]
-        value = self._free_at(request, flavour, reason)
+        value = self._free_at(request, flavour, reason, preemptible)
         self._cache[key] = (generation, value)
         return value
 
-    def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
+    def _free_at(self, request: JobRequest, flavour: str, reason: Reason, preemptible: bool) -> float | None:
         state = self.ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
         if reason is Reason.QUOTA_FULL:
-            limit = quota.nominal if not request.preemptible else (
+            limit = quota.nominal if not preemptible else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
             if limit is not None and request.units > limit:
                 return None
@@ -269,7 +271,7 @@ class QuotaClock:
                      for team in members}
             replay = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []), generation)
             self._replays[key] = replay
-        return replay.earliest(request, quota)
+        return replay.earliest(request, quota, preemptible)
 
 
 class _Replay:
@@ -329,7 +331,7 @@ class _Replay:
         ks, values = self.steps.get(team, ([0], [0]))
         return values[bisect_right(ks, k) - 1]
 
-    def earliest(self, request: JobRequest, quota: Quota) -> float | None:
+    def earliest(self, request: JobRequest, quota: Quota, preemptible: bool) -> float | None:
         team = request.team
 
         def fits(k: int) -> bool:
@@ -338,7 +340,7 @@ class _Replay:
             after = used + request.units
             if after <= quota.nominal:
                 return True
-            if not request.preemptible:
+            if not preemptible:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
                 return False
