@@ -145,16 +145,17 @@ class _Factory:
 
 
 def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
-                  config: PolicyConfig | None = None, warmup: int = 6) -> Snapshot:
+                  config: PolicyConfig | None = None, warmup: int = 12, step_s: float = 60.0) -> Snapshot:
     """The benchmark's snapshot: the busy hour in a steady state, not a cold start.
 
     1. Fill: ``running`` jobs of the running mix are admitted by ``run_cycle`` itself on the empty cluster, so
        placements and quota classes are the policy's own; their starts and checkpoints are spread over the
        past (some still inside their minimum run time).
     2. Queue: ``pending`` jobs (a 500-trial sweep, a 1,024-GPU run, the pending mix).
-    3. Warm up: ``warmup`` cycles 30 s apart, decisions applied (reclaims signalled, arrivals topping the queue
-       back up to ``pending``), so the snapshot is what the controller sees mid-afternoon: a few victims
-       terminating, their preemptors waiting, and only fresh arrivals still to be sorted out.
+    3. Warm up: ``warmup`` cycles ``step_s`` apart (12 minutes: longer than a victim's grace period),
+       decisions applied (reclaims signalled and carried out, arrivals topping the queue back up to
+       ``pending``), so the snapshot is what the controller sees mid-afternoon: the first burst of reclaims
+       settled, a few victims still terminating, and only fresh arrivals still to be sorted out.
     """
     rng = random.Random(seed)
     team_configs = teams_for(nodes)
@@ -162,7 +163,7 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
     node_states = tuple(NodeState.from_node(n) for n in cluster_nodes(nodes))
     factory = _Factory(rng, team_configs)
     config = config or PolicyConfig()
-    start = now - 2 * H - warmup * 30.0
+    start = now - 2 * H - warmup * step_s
     admitted: list[RunningJob] = []
     stalled = 0
     while len(admitted) < running and stalled < 5:
@@ -176,7 +177,7 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
                  for a in result.admits][: running - len(admitted)]
         stalled = stalled + 1 if not fresh else 0
         admitted.extend(fresh)
-    t0 = now - warmup * 30.0
+    t0 = now - warmup * step_s
     spread: list[RunningJob] = []
     for job in admitted:
         limit = job.request.time_limit_s
@@ -194,7 +195,7 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
     world = World(Snapshot(nodes=node_states, teams=teams, pending=tuple(waiting), running=tuple(spread),
                            config=config))
     for k in range(warmup + 1):
-        at = t0 + k * 30.0
+        at = t0 + k * step_s
         world.advance(at)
         missing = pending - len(world.snapshot.pending)
         if missing > 0:
