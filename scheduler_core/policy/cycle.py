@@ -152,7 +152,8 @@ class _Cycle:
         #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
         self._claimed: set[str] = set()
         self._unsettled: set[tuple[object, ...]] = set()
-        self._leaving_cache: dict[tuple[str, int], list[Victim]] = {}
+        self._leaving_lists: dict[str, list[tuple[float, str, Victim]]] | None = None
+        self._unclaimed: dict[tuple[str, int, int], tuple[list[Victim], int, int, dict[int, int]]] = {}
         #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
@@ -220,6 +221,8 @@ class _Cycle:
     def _mark_leaving(self, job: RunningJob, until: float) -> None:
         self.leaving[job.request.id] = until
         self.timeline.set_until(job.request, job.placement, until)
+        if self._leaving_lists is not None:
+            self._add_leaving(job)
 
     # -- phase 4 ---------------------------------------------------------------------------------------------
 
@@ -552,8 +555,11 @@ class _Cycle:
         key = (pool.flavour, request.shape, ctx.widened, request.team, verdict.reclaim)
         if key in self._unsettled or ctx.avoid or ctx.restart_block is not None:
             return False
-        leaving = [v for v in self._leaving_victims(pool.flavour) if v.id not in self._claimed]
-        if not leaving or sum(v.job.request.units for v in leaving) + pool.free_units < request.units:
+        leaving, units, borrowed, per_node = self._unclaimed_leaving(pool.flavour)
+        g = request.units_per_pod
+        if (not leaving or verdict.deficit > borrowed or units + pool.free_units < request.units
+                or (request.pods == 1 and not any(pool.free[j] + n >= g and pool.usable[j] and not pool.spare[j]
+                                                  for j, n in per_node.items()))):
             self._unsettled.add(key)
             return False
         undo = self.ledger.hold(self._held_now) if self._held_now else None
@@ -580,20 +586,39 @@ class _Cycle:
         waiting.planned = True
         return True
 
-    def _leaving_victims(self, flavour: str) -> list[Victim]:
-        """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first."""
-        key = (flavour, len(self.leaving))
-        found = self._leaving_cache.get(key)
-        if found is None:
-            found = [victim(job, self.now, self.config) for job in self.running
-                     if job.request.id in self.leaving and job.placement.flavour == flavour]
-            for v in found:
-                if v.id not in self._spots:
-                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
-            found.sort(key=lambda v: (self.leaving[v.id], v.id))
-            self._leaving_cache[key] = found
-        return found
+    def _unclaimed_leaving(self, flavour: str) -> tuple[list[Victim], int, int, dict[int, int]]:
+        """Leaving jobs nobody counts on yet, with cheap bounds for ``_wait_for_leaving``: their units, their
+        borrowed units (what they give back to quota; a team's own leaving jobs count too) and units per node."""
+        key = (flavour, len(self.leaving), len(self._claimed))
+        hit = self._unclaimed.get(key)
+        if hit is None:
+            leaving = [v for _, _, v in self._leaving_victims(flavour) if v.id not in self._claimed]
+            per_node: dict[int, int] = {}
+            for v in leaving:
+                for j, n in self._spots[v.id]:
+                    per_node[j] = per_node.get(j, 0) + n
+            units = sum(v.job.request.units for v in leaving)
+            borrowed = sum(v.job.request.units for v in leaving if v.job.admitted_as is not AdmittedAs.SCAVENGER)
+            hit = (leaving, units, borrowed, per_node)
+            self._unclaimed[key] = hit
+        return hit
 
+    def _leaving_victims(self, flavour: str) -> list[tuple[float, str, Victim]]:
+        """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first;
+        built once, then kept up to date by ``_mark_leaving``."""
+        if self._leaving_lists is None:
+            self._leaving_lists = {}
+            for job in self.running:
+                if job.request.id in self.leaving:
+                    self._add_leaving(job)
+        return self._leaving_lists.get(flavour, [])
+
+    def _add_leaving(self, job: RunningJob) -> None:
+        assert self._leaving_lists is not None
+        v = victim(job, self.now, self.config)
+        if v.id not in self._spots:
+            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(job.placement)]
+        insort(self._leaving_lists.setdefault(job.placement.flavour, []), (self.leaving[v.id], v.id, v))
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
         cohort's pool at all? (Borrowers inside their minimum run time or already leaving do not count.)"""
