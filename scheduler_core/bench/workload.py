@@ -145,7 +145,19 @@ class _Factory:
 
 
 def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
-                  config: PolicyConfig | None = None, warmup: int = 12, step_s: float = 60.0) -> Snapshot:
+                  config: PolicyConfig | None = None) -> Snapshot:
+    """:func:`warm_snapshot` whose running count lands near ``running``: the warm-up admits some of the queue
+    as jobs finish, so a first build measures by how much and a second fills that much less."""
+    first = warm_snapshot(pending, nodes, running, seed=seed, now=now, config=config)
+    drift = len(first.running) - running
+    if drift == 0 or running == 0:
+        return first
+    return warm_snapshot(pending, nodes, max(0, running - drift), seed=seed, now=now, config=config)
+
+
+def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
+                  config: PolicyConfig | None = None, warmup: int = 12, step_s: float = 60.0, settle: int = 3,
+                  cadence_s: float = 10.0) -> Snapshot:
     """The benchmark's snapshot: the busy hour in a steady state, not a cold start.
 
     1. Fill: ``running`` jobs of the running mix are admitted by ``run_cycle`` itself on the empty cluster, so
@@ -163,7 +175,7 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
     node_states = tuple(NodeState.from_node(n) for n in cluster_nodes(nodes))
     factory = _Factory(rng, team_configs)
     config = config or PolicyConfig()
-    start = now - 2 * H - warmup * step_s
+    start = now - 2 * H - warmup * step_s - settle * cadence_s
     admitted: list[RunningJob] = []
     stalled = 0
     while len(admitted) < running and stalled < 5:
@@ -177,7 +189,7 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
                  for a in result.admits][: running - len(admitted)]
         stalled = stalled + 1 if not fresh else 0
         admitted.extend(fresh)
-    t0 = now - warmup * step_s
+    t0 = now - warmup * step_s - settle * cadence_s
     spread: list[RunningJob] = []
     for job in admitted:
         limit = job.request.time_limit_s
@@ -194,19 +206,25 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
         waiting.append(PendingJob(replace(request, pods=128, flavours=("h100",)), request.submitted_at))
     world = World(Snapshot(nodes=node_states, teams=teams, pending=tuple(waiting), running=tuple(spread),
                            config=config))
-    for k in range(warmup + 1):
+    # Warm up in coarse steps, topping the queue back up, until the first burst of reclaims has settled.
+    for k in range(warmup):
         at = t0 + k * step_s
         world.advance(at)
         missing = pending - len(world.snapshot.pending)
         if missing > 0:
             world.submit(*(factory.pending(at) for _ in range(missing)))
-        if k < warmup:
-            world.apply(run_cycle(world.snapshot, at))
+        world.apply(run_cycle(world.snapshot, at))
+    # Then at the controller's cadence, with arrivals at three times the reference day's average rate.
+    at = t0 + warmup * step_s
+    for k in range(settle):
+        at = t0 + warmup * step_s + (k + 1) * cadence_s - settle * cadence_s
+        world.advance(at)
+        arrivals = rng.random() < (3 * 5600 / 86400 * cadence_s) % 1 + int(3 * 5600 / 86400 * cadence_s)
+        world.submit(*(factory.pending(at) for _ in range(int(arrivals) + int(3 * 5600 / 86400 * cadence_s))))
+        world.apply(run_cycle(world.snapshot, at))
+    world.advance(now)
     snap = world.snapshot
-    extra = len(snap.running) - running
-    if extra > 0:
-        ending = sorted((r for r in snap.running if not r.terminating),
-                        key=lambda r: (r.started_at + r.request.time_limit_s, r.request.id))[:extra]
-        gone = {r.request.id for r in ending}
-        snap = replace(snap, running=tuple(r for r in snap.running if r.request.id not in gone))
+    missing = pending - len(snap.pending)
+    if missing > 0:
+        snap = replace(snap, pending=snap.pending + tuple(factory.pending(now) for _ in range(missing)))
     return snap

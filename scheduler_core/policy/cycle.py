@@ -117,6 +117,7 @@ class _Cycle:
         self.config = snapshot.config
         self.cap = Capacity(snapshot.nodes, snapshot.running)
         self.ledger = QuotaLedger(snapshot.teams, snapshot.running)
+        self._base_usage = dict(self.ledger.usage)
         self.timeline = Timeline(self.cap, snapshot.running, now)
         self.queues = team_queues(snapshot.pending, now, self.config)
         self.capacity_totals = cluster_capacity(snapshot.nodes)
@@ -701,7 +702,7 @@ class _Cycle:
         self.blocked_reservations += 1
         self._hold(request, slot)
         insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible))
-        self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
+        self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True
         waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
@@ -784,12 +785,14 @@ class _Cycle:
             self._clock.add(end, team, flavour, units)
 
     def _quota_clock(self) -> QuotaClock:
+        """Built on first use from the cycle's starting point, then told of what the cycle adds."""
         if self._clock is None:
             holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
                          job.placement.flavour, job.request.units)
                         for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
-            holdings += self._holdings
-            self._clock = QuotaClock(self.ledger, holdings)
+            self._clock = QuotaClock(self.ledger, self._base_usage, holdings)
+            for row in self._holdings:
+                self._clock.add(*row)
         return self._clock
 
     def plan_waits(self) -> None:
