@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, replace
 
 from ..config import load_cluster, load_teams
-from ..model.cluster import BlockConfig, ClusterConfig, Node, NodeGroup
+from ..model.cluster import ClusterConfig, Node
 from ..model.job import JobKind, PriorityClass, TopologyLevel
 from ..model.team import Quota, TeamConfig
 from ..policy.cycle import run_cycle
@@ -33,20 +33,22 @@ def cluster_nodes(nodes: int) -> list[Node]:
     blocks = nodes // BLOCK_NODES
     h100 = max(1, round(blocks * 0.75))
     a100 = blocks - h100
-    configs: list[BlockConfig] = []
+    configs: list[dict[str, object]] = []
     if h100 > 1:
-        configs.append(BlockConfig(name="h100-b{i:02d}", repeat=h100 - 1, gpu="h100", nodes=BLOCK_NODES, spares=1))
-    configs.append(BlockConfig(name=f"h100-b{h100 - 1:02d}", small_jobs=True, spares=1, nodes=[
-        NodeGroup(count=8, gpu="h100", mig="1g.10gb"), NodeGroup(count=BLOCK_NODES - 8, gpu="h100")]))
+        configs.append({"name": "h100-b{i:02d}", "repeat": h100 - 1, "gpu": "h100", "nodes": BLOCK_NODES,
+                        "spares": 1})
+    configs.append({"name": f"h100-b{h100 - 1:02d}", "small_jobs": True, "spares": 1, "nodes": [
+        {"count": 8, "gpu": "h100", "mig": "1g.10gb"}, {"count": BLOCK_NODES - 8, "gpu": "h100"}]})
     if a100 > 1:
-        configs.append(BlockConfig(name="a100-b{i:02d}", repeat=a100 - 1, gpu="a100", nodes=BLOCK_NODES, spares=1))
+        configs.append({"name": "a100-b{i:02d}", "repeat": a100 - 1, "gpu": "a100", "nodes": BLOCK_NODES,
+                        "spares": 1})
     if a100 >= 1:
-        configs.append(BlockConfig(name=f"a100-b{a100 - 1:02d}", small_jobs=True, gpu="a100", nodes=BLOCK_NODES,
-                                   spares=1))
+        configs.append({"name": f"a100-b{a100 - 1:02d}", "small_jobs": True, "gpu": "a100",
+                        "nodes": BLOCK_NODES, "spares": 1})
     rest = nodes - blocks * BLOCK_NODES
     if rest:
-        configs.append(BlockConfig(name="h100-extra", gpu="h100", nodes=rest))
-    return ClusterConfig(name=f"bench-{nodes}", blocks=configs).expand()
+        configs.append({"name": "h100-extra", "gpu": "h100", "nodes": rest})
+    return ClusterConfig.model_validate({"name": f"bench-{nodes}", "blocks": configs}).expand()
 
 
 def teams_for(nodes: int) -> list[TeamConfig]:
@@ -227,4 +229,9 @@ def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
     missing = pending - len(snap.pending)
     if missing > 0:
         snap = replace(snap, pending=snap.pending + tuple(factory.pending(now) for _ in range(missing)))
+    elif missing < 0:
+        # The latest arrivals have "not arrived yet": the queue is exactly as long as asked.
+        keep = sorted(snap.pending, key=lambda p: (p.queued_at, p.request.id))[:pending]
+        kept = {p.request.id for p in keep}
+        snap = replace(snap, pending=tuple(p for p in snap.pending if p.request.id in kept))
     return snap
