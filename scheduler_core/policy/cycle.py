@@ -123,6 +123,7 @@ class _Cycle:
         self.capacity_totals = cluster_capacity(snapshot.nodes)
         self.alloc: dict[str, list[float]] = {}
         self._shares: dict[str, float] = {}
+        self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], tuple[int, bool]] = {}
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         self.leaving: dict[str, float] = {}
         self.victims_for: dict[str, list[RunningJob]] = {}
@@ -198,15 +199,22 @@ class _Cycle:
 
     def _fits_nominal(self, job: PendingJob) -> bool:
         request = job.request
+        key = (request.team, request.units, request.flavours)
+        version = self.ledger.version.get(request.team, 0)
+        hit = self._nominal_fit.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         state = self.snapshot.teams.get(request.team)
-        if state is None:
-            return False
-        usage = self.ledger.usage
-        for f in request.flavours:
-            quota = state.quotas.get(f)
-            if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
-                return True
-        return False
+        fits = False
+        if state is not None:
+            usage = self.ledger.usage
+            for f in request.flavours:
+                quota = state.quotas.get(f)
+                if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
+                    fits = True
+                    break
+        self._nominal_fit[key] = (version, fits)
+        return fits
 
     # -- phase 2 ---------------------------------------------------------------------------------------------
 
@@ -234,8 +242,8 @@ class _Cycle:
         #    within a cycle and reservations only grow, so the first answer holds (equivalence classes).
         klass = None
         if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.victims_for:
-            klass = (request.team, request.shape, request.priority_class, request.preemptible,
-                     self._widened(pending))
+            widened = True if request.topology_level is None else self._widened(pending)
+            klass = (request.team, request.shape, request.priority_class, request.preemptible, widened)
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
                     and (known.quota is None or known.quota == self._quota_state(request))):
@@ -484,7 +492,7 @@ class _Cycle:
             found = sorted(victims, key=lambda v: v.key)
             for v in found:
                 if v.id not in self._spots:
-                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(v.job.placement)]
             self._candidates[key] = found
         return found
 
@@ -618,7 +626,7 @@ class _Cycle:
         assert self._leaving_lists is not None
         v = victim(job, self.now, self.config)
         if v.id not in self._spots:
-            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(job.placement)]
+            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
         insort(self._leaving_lists.setdefault(job.placement.flavour, []), (self.leaving[v.id], v.id, v))
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
@@ -839,17 +847,17 @@ class _Cycle:
         return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
 
     def result(self) -> CycleResult:
-        waits: list[Wait] = []
-        for team in sorted(self.queues):
-            position = 0
+        waiting = self.waiting
+        position: dict[str, int] = {}
+        for team in self.queues:
+            count = 0
             for job in self.queues[team]:
-                waiting = self.waiting.get(job.request.id)
-                if waiting is None:
-                    continue
-                position += 1
-                waits.append(Wait(job.request.id, waiting.reason, waiting.message, position, waiting.estimate))
-        rank = {job_id: k for k, job_id in enumerate(self.processed)}
-        waits.sort(key=lambda w: rank[w.job_id])
+                job_id = job.request.id
+                if job_id in waiting:
+                    count += 1
+                    position[job_id] = count
+        waits = [Wait(job_id, w.reason, w.message, position[job_id], w.estimate)
+                 for job_id in self.processed if (w := waiting.get(job_id)) is not None]
         return CycleResult(now=self.now, admits=self.admits, preempts=self.preempts,
                            reservations=self.reservations, waits=waits)
 

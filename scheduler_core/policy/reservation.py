@@ -104,14 +104,11 @@ class Timeline:
             if times is None:
                 continue
             until = job_end(job, now)
-            for _, j, bits in cap.pod_bits(job.placement):
+            for _, j, _, units in cap.pod_bits(job.placement):
                 row = times[j]
-                unit = 0
-                while bits:
-                    if bits & 1:
+                for unit in units:
+                    if unit < len(row):
                         row[unit] = until
-                    bits >>= 1
-                    unit += 1
 
     # -- updates -----------------------------------------------------------------------------------------------
 
@@ -125,7 +122,7 @@ class Timeline:
         times = self.times.get(flavour)
         if times is None:
             return
-        for i, j, bits in self.cap.pod_bits(placement):
+        for i, j, bits, _ in self.cap.pod_bits(placement):
             row = times[j]
             taken = [unit for unit in range(len(row)) if bits >> unit & 1]
             booked = self.booked.get((flavour, j))
