@@ -37,12 +37,15 @@ def team_key(job: PendingJob, now: float, config: PolicyConfig) -> tuple[int, in
 
 
 def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig) -> dict[str, list[PendingJob]]:
-    """Each team's pending jobs in its own queue order."""
-    queues: dict[str, list[PendingJob]] = {}
+    """Each team's pending jobs in its own queue order (``team_key``, computed once per job)."""
+    keyed: dict[str, list[tuple[tuple[int, int, int, float, float, str], PendingJob]]] = {}
     for job in pending:
-        queues.setdefault(job.request.team, []).append(job)
-    for jobs in queues.values():
-        jobs.sort(key=lambda j: team_key(j, now, config))
+        keyed.setdefault(job.request.team, []).append((team_key(job, now, config), job))
+    queues: dict[str, list[PendingJob]] = {}
+    for team in sorted(keyed):
+        rows = keyed[team]
+        rows.sort(key=lambda row: row[0])
+        queues[team] = [job for _, job in rows]
     return queues
 
 
