@@ -249,11 +249,12 @@ class _Cycle:
                     and (known.quota is None or known.quota == self._quota_state(request))):
                 waiting = self._wait(pending, known.reason, known.message)
                 waiting.plan_for = known.plan_for
-                if known.misses:
-                    self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
-                                        is_small(request, self.config.small_job_max_units))
-                elif known.refused:
-                    self._reserve_after_quota(pending, waiting, known.refused)
+                if (known.misses or known.refused) and self._may_reserve(pending):
+                    if known.misses:
+                        self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
+                                            is_small(request, self.config.small_job_max_units))
+                    else:
+                        self._reserve_after_quota(pending, waiting, known.refused)
                 return
         # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
         #    not take the quota a reservation needs, any more than its nodes).
