@@ -291,11 +291,10 @@ class _Cycle:
         if not shaped:
             return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
                                 f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
-        ctx = self._context(pending)
-        small = is_small(request, self.config.small_job_max_units)
         # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
-        inflight = [v for v in self.victims_for.get(request.id, []) if v.request.id in self.leaving]
-        self._claimed.update(v.request.id for v in inflight)
+        inflight = [v for v in self.victims_for.get(request.id, ()) if v.request.id in self.leaving]
+        if inflight:
+            self._claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
         options: list[tuple[str, Pool, Verdict]] = []
         refused: list[_PlanFor] = []
@@ -312,6 +311,8 @@ class _Cycle:
         if not options:
             assert best is not None
             return self._refuse(pending, quota, best[2], best[3], refused)
+        ctx = self._context(pending)
+        small = is_small(request, self.config.small_job_max_units)
         # d. Placement now: the first flavour that fits without preemption (misses cached per shape).
         misses: list[tuple[int, str, Pool, Verdict, Miss]] = []
         for index, (f, pool, verdict) in enumerate(options):

@@ -22,11 +22,14 @@ from .snapshot import Band, PendingJob, PolicyConfig
 
 def service_level(job: PendingJob, now: float, config: PolicyConfig) -> int:
     """0, 1, 2…: how much GPU·time a small job has already had. Large jobs and long waiters are level 0."""
-    if job.request.units > config.small_job_max_units:
+    if job.request.units > config.small_job_max_units or now - job.queued_at >= config.starvation_after_s:
         return 0
-    if now - job.queued_at >= config.starvation_after_s:
-        return 0
-    return sum(1 for threshold in config.service_levels_gpu_s if job.attained_gpu_s >= threshold)
+    attained = job.attained_gpu_s
+    level = 0
+    for threshold in config.service_levels_gpu_s:
+        if attained >= threshold:
+            level += 1
+    return level
 
 
 def team_key(job: PendingJob, now: float, config: PolicyConfig) -> tuple[int, int, int, float, float, str]:
