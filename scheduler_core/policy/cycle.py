@@ -349,7 +349,6 @@ class _Cycle:
         if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
             if self._maybe_reserve(pending, waiting, reservable, ctx, small):
                 return None
-            outcome.message = miss.message
         return outcome
 
     def _refuse(self, pending: PendingJob, quota: tuple[int, ...], reason: Reason, message: str,
@@ -630,6 +629,7 @@ class _Cycle:
         if v.id not in self._spots:
             self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
         insort(self._leaving_lists.setdefault(job.placement.flavour, []), (self.leaving[v.id], v.id, v))
+
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
         cohort's pool at all? (Borrowers inside their minimum run time or already leaving do not count.)"""

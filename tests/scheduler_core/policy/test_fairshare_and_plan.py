@@ -10,7 +10,7 @@ import pytest
 
 from scheduler_core.policy.cycle import plan, run_cycle
 from scheduler_core.policy.fairshare import accumulate, decay, dominant_share
-from scheduler_core.policy.snapshot import Plan
+from scheduler_core.policy.snapshot import Plan, Snapshot
 
 from .builders import H, make_cluster, make_job, make_snapshot
 
@@ -45,7 +45,7 @@ def test_dominant_share_takes_the_largest_resource_and_divides_by_weight() -> No
     assert dominant_share((0.0, 0.0, 0.0), history, capacity, 1.0, 3600.0) == pytest.approx(0.2)
 
 
-def _queue() -> object:
+def _queue() -> Snapshot:
     return (make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=16)
             .run(make_job("r").pods(2, 8).limit(2 * H), ["b0-n00", "b0-n01"], started=0.0)
             .pending(make_job("a").pods(1, 8).limit(H), make_job("b").pods(2, 8).submitted(1),
@@ -53,7 +53,7 @@ def _queue() -> object:
 
 
 def test_every_waiting_job_gets_an_estimate_from_the_plan_made_in_the_cycle() -> None:
-    result = run_cycle(_queue(), 0.0)  # type: ignore[arg-type]
+    result = run_cycle(_queue(), 0.0)
     # a at 2 h when r ends; b (both nodes, and all of the team's quota) once a is done; c behind b, which
     # it would delay if it ran beside a.
     assert {w.job_id: w.estimated_start for w in result.waits} == {"a": 2 * H, "b": 3 * H, "c": 7 * H}
@@ -61,10 +61,11 @@ def test_every_waiting_job_gets_an_estimate_from_the_plan_made_in_the_cycle() ->
 
 def test_a_carried_plan_gives_the_estimates_and_newcomers_have_none_until_the_next() -> None:
     snapshot = _queue()
-    made = plan(snapshot, 0.0)  # type: ignore[arg-type]
+    made = plan(snapshot, 0.0)
     assert made.made_at == 0.0 and made.estimates == {"a": 2 * H, "b": 3 * H, "c": 7 * H}
-    carried = replace(snapshot, plan=Plan(made_at=0.0, estimates={"a": 100.0, "b": 3 * H}),  # type: ignore[type-var]
-                      pending=snapshot.pending + (make_job("d").pods(1, 8).submitted(3).pending(),))  # type: ignore[attr-defined]
+    newcomer = make_job("d").pods(1, 8).submitted(3).pending()
+    carried = replace(snapshot, plan=Plan(made_at=0.0, estimates={"a": 100.0, "b": 3 * H}),
+                      pending=snapshot.pending + (newcomer,))
     # Without reservations every estimate comes from the plan (never before now); newcomers have none yet.
     unreserved = replace(carried, config=replace(carried.config, max_reservations=0))
     waits = {w.job_id: w.estimated_start for w in run_cycle(unreserved, 600.0).waits}

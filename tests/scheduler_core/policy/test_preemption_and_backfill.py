@@ -72,7 +72,8 @@ CASES = [
          .run(make_job("b").team("fraud").pods(4, 8).limit(24 * H), nodes_of("b0", 4), admitted="borrowed",
               started=-H, checkpoint=-600)
          .pending(make_job("big").team("genai").pods(4, 8).required("block")).build(),
-         0.0, [("preempt", "b", "Reservation", 300.0, True, "big"), ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
+         0.0, [("preempt", "b", "Reservation", 300.0, True, "big"),
+               ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
                ("wait", "big", "PreemptingVictims", 1, 300.0)]),
     Case("a near reservation: wait for it rather than preempt",
          lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
