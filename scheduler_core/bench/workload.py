@@ -16,11 +16,14 @@ from ..model.cluster import ClusterConfig, Node
 from ..model.job import JobKind, PriorityClass, TopologyLevel
 from ..model.team import Quota, TeamConfig
 from ..policy.cycle import run_cycle
+from ..policy.snapshot import (JobRequest, NodeState, PendingJob, Plan, PolicyConfig, RunningJob, Snapshot,
+                               TeamState)
 from .world import World
-from ..policy.snapshot import JobRequest, NodeState, PendingJob, PolicyConfig, RunningJob, Snapshot, TeamState
 
 H = 3600.0
 BLOCK_NODES = 32
+#: Set-up cycles carry an empty plan: their estimated starts are not needed, only their decisions.
+_NO_PLAN = Plan(made_at=0.0)
 
 
 def cluster_nodes(nodes: int) -> list[Node]:
@@ -185,7 +188,7 @@ def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
                  for _ in range(min(400, 2 * (running - len(admitted))))]
         snap = Snapshot(nodes=node_states, teams=teams, pending=tuple(batch), running=tuple(admitted),
                         config=config)
-        result = run_cycle(snap, start)
+        result = run_cycle(replace(snap, plan=_NO_PLAN), start)
         by_id = {p.request.id: p.request for p in batch}
         fresh = [RunningJob(by_id[a.job_id], a.placement, a.admitted_as, start)
                  for a in result.admits][: running - len(admitted)]
@@ -215,7 +218,7 @@ def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
         missing = pending - len(world.snapshot.pending)
         if missing > 0:
             world.submit(*(factory.pending(at) for _ in range(missing)))
-        world.apply(run_cycle(world.snapshot, at))
+        world.apply(run_cycle(replace(world.snapshot, plan=_NO_PLAN), at))
     # Then at the controller's cadence, with arrivals at three times the reference day's average rate.
     at = t0 + warmup * step_s
     for k in range(settle):
@@ -223,7 +226,7 @@ def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
         world.advance(at)
         arrivals = rng.random() < (3 * 5600 / 86400 * cadence_s) % 1 + int(3 * 5600 / 86400 * cadence_s)
         world.submit(*(factory.pending(at) for _ in range(int(arrivals) + int(3 * 5600 / 86400 * cadence_s))))
-        world.apply(run_cycle(world.snapshot, at))
+        world.apply(run_cycle(replace(world.snapshot, plan=_NO_PLAN), at))
     world.advance(now)
     snap = world.snapshot
     missing = pending - len(snap.pending)
