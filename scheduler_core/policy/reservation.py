@@ -232,6 +232,10 @@ class Timeline:
             return None
         at = max(best[0], not_before, self.now)
         j = best[1]
+        if at > best[0] and not avoid:
+            # Free before it may start anyway: take the node that frees last by then (best fit in time).
+            fitting = [(v, -k) for k, v in enumerate(values) if v <= at]
+            j = -max(fitting)[1]
         return Slot(pool.flavour, at, ((j, self._units_at(pool, j, g, at)),))
 
     def _events(self, pool: Pool, nodes: Iterable[int], g: int, spares: bool,
@@ -275,18 +279,18 @@ class Timeline:
                     continue
                 start = max(lst[pods - 1][0], floor)
                 if best is None or (start, 0, key) < best[:3]:
-                    best = (start, 0, key, lst[:pods])
+                    best = (start, 0, key, lst)
             if spread_at is not None:
                 lst = sorted(whole.all + whole.all_spare) if spares else whole.all
                 if len(lst) >= pods:
                     start = max(lst[pods - 1][0], floor, spread_at)
                     if best is None or (start, 1, 0) < best[:3]:
-                        best = (start, 1, 0, lst[:pods])
+                        best = (start, 1, 0, lst)
             if best is not None and best[0] < INF:
                 g = pool.uniform_cap or 0
-                return Slot(pool.flavour, best[0],
-                            tuple((j, self._units_at(pool, j, g, best[0]))
-                                  for _, j in sorted(best[3], key=lambda e: e[1])))
+                chosen = _latest_ready(pool, best[3], best[0], pods)
+                return Slot(pool.flavour, best[0], tuple((j, self._units_at(pool, j, g, best[0]))
+                                                         for _, j in sorted(chosen, key=lambda e: e[1])))
         return None
 
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
@@ -320,16 +324,17 @@ class Timeline:
                 events.sort()
                 start = max(events[pods - 1][0], floor)
                 if best is None or start < best[0]:
-                    best = (start, 0, events[:pods])
+                    best = (start, 0, events)
             if spread_at is not None:
                 events = self._events(pool, range(len(pool.cap)), g, spares, avoid)
                 if len(events) >= pods:
                     events.sort()
                     start = max(events[pods - 1][0], floor, spread_at)
                     if best is None or start < best[0]:
-                        best = (start, 1, events[:pods])
+                        best = (start, 1, events)
             if best is not None and best[0] < INF:
-                start, _, chosen = best
+                start = best[0]
+                chosen = _latest_ready(pool, best[2], start, pods)
                 per_node: dict[int, int] = {}
                 for _, j in chosen:
                     per_node[j] = per_node.get(j, 0) + 1
@@ -359,6 +364,14 @@ class Timeline:
         pool = self.cap.pools[slot.flavour]
         return Placement(flavour=slot.flavour, pods=tuple(
             PodPlacement(node=self.cap.nodes[pool.members[j]].name, units=units) for j, units in slot.pods))
+
+
+def _latest_ready(pool: Pool, events: list[tuple[float, int]], start: float,
+                  count: int) -> list[tuple[float, int]]:
+    """Of (time, node) events, ``count`` ready by ``start``: non-spare nodes first, then those that free last,
+    so a booking leaves what frees sooner to jobs that can use it sooner."""
+    ready = sorted((e for e in events if e[0] <= start), key=lambda e: (pool.spare[e[1]], -e[0], e[1]))
+    return ready[:count]
 
 
 def add_holds(pool: Pool, holds: dict[int, Hold]) -> None:
