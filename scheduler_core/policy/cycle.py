@@ -828,7 +828,7 @@ class _Cycle:
                         continue
                     not_before = max(not_before, quota_free)
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
-                                              widen_at=self._widen_at(waiting.job))
+                                              widen_at=self._widen_at(waiting.job), best_fit=False)
                 if slot is not None and (best is None or slot.start < best.start):
                     best = slot
             if reclaim_at is not None and (best is None or reclaim_at <= best.start):

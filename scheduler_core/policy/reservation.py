@@ -197,15 +197,17 @@ class Timeline:
         return entry
 
     def earliest(self, request: JobRequest, flavour: str, *, not_before: float, widen_at: float | None,
-                 avoid: frozenset[int] = frozenset()) -> Slot | None:
+                 avoid: frozenset[int] = frozenset(), best_fit: bool = True) -> Slot | None:
         """The earliest slot for ``request`` on ``flavour`` no sooner than ``not_before``; ``None`` if the plan
         never frees enough (unhealthy nodes, a shape larger than any domain). ``widen_at``: when a
-        ``preferred`` job may spread over blocks (``None``: never)."""
+        ``preferred`` job may spread over blocks (``None``: never). ``best_fit``: when the job may start
+        only later than a unit frees (``not_before``), take the node that frees last by then, not the first
+        (what a reservation does; an estimate alone can skip the scan)."""
         pool = self.cap.pools.get(flavour)
         if pool is None or request.units_per_pod > pool.max_cap:
             return None
         if request.pods == 1:
-            return self._earliest_single(pool, request, not_before, avoid)
+            return self._earliest_single(pool, request, not_before, avoid, best_fit)
         return self._earliest_gang(pool, request, not_before, widen_at, avoid)
 
     def _units_at(self, pool: Pool, j: int, count: int, start: float) -> tuple[int, ...]:
@@ -217,8 +219,8 @@ class Timeline:
             ready += sorted((u for u in range(len(row)) if row[u] > start), key=lambda u: (row[u], u))
         return tuple(sorted(ready[:count]))
 
-    def _earliest_single(self, pool: Pool, request: JobRequest, not_before: float,
-                         avoid: frozenset[int]) -> Slot | None:
+    def _earliest_single(self, pool: Pool, request: JobRequest, not_before: float, avoid: frozenset[int],
+                         best_fit: bool) -> Slot | None:
         g = request.units_per_pod
         values, heap = self._kth(pool.flavour, g)
         if avoid:
@@ -232,7 +234,7 @@ class Timeline:
             return None
         at = max(best[0], not_before, self.now)
         j = best[1]
-        if at > best[0] and not avoid:
+        if best_fit and at > best[0] and not avoid:
             # Free before it may start anyway: take the node that frees last by then (best fit in time).
             fitting = [(v, -k) for k, v in enumerate(values) if v <= at]
             j = -max(fitting)[1]
