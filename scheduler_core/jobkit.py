@@ -289,6 +289,9 @@ class JobContext:
         for signum, flag in ((signal.SIGTERM, self._stop), (signal.SIGUSR1, self._checkpoint_now)):
             previous = signal.getsignal(signum)
             signal.signal(signum, _handler(flag, self._checkpoint_now, previous))
+        # Tells an executor that cannot see signal handlers (Kubernetes) that a SIGTERM now means "checkpoint and
+        # exit 0", so it need not hold a preemption back any longer.
+        self._report({"kind": "ready", "at": self._wall_clock()})
         return True
 
     def request_stop(self) -> None:

@@ -45,7 +45,7 @@ from . import manifests, names
 from .inventory import NodeLabels, is_ready, node_health, not_ready_since
 from .manifests import PodSettings
 from .reflector import Obj, Reflector
-from .status import Outcome, has_started, is_deleting, outcome, outcome_of_deleted
+from .status import Outcome, has_started, is_deleting, outcome, outcome_of_deleted, running_since
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,11 @@ class KubeExecutorConfig:
     sync_timeout_s: float = 30.0
     #: Parallel API calls when creating or deleting a large gang's pods.
     api_workers: int = 16
+    #: A pod whose container started less than this ago, and whose job has not said (through the job contract
+    #: helper's ``ready`` report) that it handles SIGTERM, is deleted only when it says so or this has passed, so a
+    #: preemption in a pod's first moments does not kill a job that would have checkpointed. The stop's deadline
+    #: is kept.
+    sigterm_startup_window_s: float = 5.0
 
 
 class KubeUnavailable(ShoalError):
@@ -88,6 +93,9 @@ class _Gang:
     kill_by: float | None = None
     report_offset: int = 0
     last_seen: dict[int, Obj] = field(default_factory=dict)
+    ready: set[int] = field(default_factory=set)     # ranks that reported their SIGTERM handler installed
+    held: set[int] = field(default_factory=set)      # ranks whose deletion waits for ``ready`` (or the window)
+    reports: list[PodEvent] = field(default_factory=list)   # read, not yet handed out by ``poll``
 
     @property
     def name(self) -> str:
@@ -269,8 +277,30 @@ class KubernetesExecutor(Executor):
             return   # already asked to be gone by then (a repeated stop never lengthens the grace)
         gang.stopping = True
         gang.kill_by = deadline
+        self._absorb_reports(gang, now)
         for rank in gang.live:
-            self._delete_pod(gang, rank, deadline)
+            if grace_s <= 0 or not self._young(gang, rank, now):
+                gang.held.discard(rank)
+                self._delete_pod(gang, rank, deadline)
+            else:
+                gang.held.add(rank)
+
+    def _young(self, gang: _Gang, rank: int, wall: float) -> bool:
+        """The rank's container started a moment ago and its job has not said it handles SIGTERM yet."""
+        if rank in gang.ready:
+            return False
+        uid = gang.uids.get(rank)
+        obj = self.pods.get(uid) if uid is not None else None
+        started = running_since(obj) if obj is not None else None
+        return started is not None and wall - started < self.config.sigterm_startup_window_s
+
+    def _release_held(self, gang: _Gang) -> None:
+        wall = self._clock()
+        for rank in sorted(gang.held):
+            if rank in gang.ended or not self._young(gang, rank, wall) or (gang.kill_by or 0) <= wall:
+                gang.held.discard(rank)
+                if rank not in gang.ended:
+                    self._delete_pod(gang, rank, gang.kill_by if gang.kill_by is not None else wall)
 
     def _delete_pod(self, gang: _Gang, rank: int, deadline: float) -> None:
         uid = gang.uids.get(rank)
@@ -311,6 +341,9 @@ class KubernetesExecutor(Executor):
         lost = self._lost_nodes()
         events: list[PodEvent] = []
         for gang in list(self._gangs.values()):
+            if gang.held:
+                self._absorb_reports(gang, now)
+                self._release_held(gang)
             events.extend(self._poll_gang(gang, now, lost))
             if not gang.live:
                 self._finished(gang)
@@ -348,7 +381,9 @@ class KubernetesExecutor(Executor):
             if rank in ends or (rank in live and has_started(live[rank])):
                 gang.started.add(rank)
                 events.append(PodEvent(gang.job_id, rank, PodEventKind.STARTED, now, node=gang.nodes.get(rank)))
-        events.extend(self._read_reports(gang, now))
+        self._absorb_reports(gang, now)
+        events.extend(gang.reports)
+        gang.reports = []
         for rank, end in sorted(ends.items()):
             gang.started.add(rank)
             gang.ended.add(rank)
@@ -376,7 +411,22 @@ class KubernetesExecutor(Executor):
                 lost[name] = "the node is gone from the cluster"
         return lost
 
-    def _read_reports(self, gang: _Gang, now: float) -> list[PodEvent]:
+    def _absorb_reports(self, gang: _Gang, now: float) -> None:
+        """New lines of the gang's report file: ``ready`` marks a rank's SIGTERM handler as installed; checkpoints
+        and step times wait in ``gang.reports`` for the next ``poll``."""
+        for line in self._read_reports(gang):
+            try:
+                record = json.loads(line)
+                if record.get("kind") == "ready":
+                    gang.ready.add(int(record.get("rank", 0)))
+                    continue
+            except (ValueError, TypeError, AttributeError):
+                pass
+            event = _report_event(gang, line, now)
+            if event is not None:
+                gang.reports.append(event)
+
+    def _read_reports(self, gang: _Gang) -> list[bytes]:
         shared = self.settings.shared
         if shared is None:
             return []
@@ -391,12 +441,7 @@ class KubernetesExecutor(Executor):
         if end < 0:
             return []
         gang.report_offset += end + 1
-        events = []
-        for line in chunk[:end].splitlines():
-            event = _report_event(gang, line, now)
-            if event is not None:
-                events.append(event)
-        return events
+        return chunk[:end].splitlines()
 
     def _persist_reported(self, gang: _Gang) -> None:
         state = (frozenset(gang.started), frozenset(gang.ended))
@@ -430,10 +475,9 @@ class KubernetesExecutor(Executor):
             return
         self._last_collect = wall
         try:
-            response = self._call(partial(self.core.list_namespaced_service, self.namespace,
-                                          label_selector=names.managed_selector(), _preload_content=False))
-            services = json.loads(response.data).get("items") or ()
-        except (KubeUnavailable, ValueError):
+            services = self._call(partial(self.core.list_namespaced_service, self.namespace,
+                                          label_selector=names.managed_selector())).get("items") or ()
+        except (KubeUnavailable, Conflict, ValueError, AttributeError):
             return
         for service in services:
             ended = (service["metadata"].get("annotations") or {}).get(names.ANNOTATION_ENDED_AT)
@@ -503,11 +547,9 @@ class KubernetesExecutor(Executor):
 
     def _read_reported(self, gang_name: str, attempt: int) -> dict[str, Any] | None:
         try:
-            response = self._call(partial(self.core.read_namespaced_service, gang_name, self.namespace,
-                                          _preload_content=False))
-            service = json.loads(response.data)
+            service = self._call(partial(self.core.read_namespaced_service, gang_name, self.namespace))
             data = json.loads((service["metadata"].get("annotations") or {})[names.ANNOTATION_REPORTED])
-        except (KubeUnavailable, KeyError, ValueError, TypeError):
+        except (KubeUnavailable, Conflict, KeyError, ValueError, TypeError):
             return None
         return data if isinstance(data, dict) and data.get("attempt") == attempt else None
 
@@ -550,11 +592,16 @@ class KubernetesExecutor(Executor):
 
     # -- API calls ---------------------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., Any], *, missing_ok: bool = False) -> Any:
-        """One API call with the executor's timeout; a missing object is fine when ``missing_ok``; any other
-        failure is ``KubeUnavailable`` (or ``Conflict`` when the server refuses the object itself)."""
+        """One API call with the executor's timeout, answered as the JSON the server sent (no model classes: they
+        cost more than the call). A missing object is fine when ``missing_ok``; any other failure is
+        ``KubeUnavailable`` (or ``Conflict`` when the server refuses the object itself)."""
         api_exception = _api_exception()
         try:
-            return fn(_request_timeout=self.config.request_timeout_s)
+            response = fn(_request_timeout=self.config.request_timeout_s, _preload_content=False)
+            try:
+                return json.loads(response.data) if response.data else None
+            finally:
+                response.release_conn()
         except api_exception as exc:
             status = _status(exc)
             if missing_ok and status in (404, 409):

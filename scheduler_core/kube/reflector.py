@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -88,10 +89,14 @@ class Reflector:
         return self
 
     def stop(self) -> None:
+        """End the watch now: its socket is shut down, which wakes the thread blocked reading it."""
         self._stop.set()
         response = self._response
         if response is not None:
             try:
+                sock = getattr(response.connection, "sock", None)
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)
                 response.close()
             except Exception:  # noqa: BLE001 - closing a broken stream may fail in many ways; it is closed anyway
                 pass
@@ -151,7 +156,10 @@ class Reflector:
                 if need_list or self._clock() - self._listed_at >= self.resync_s:
                     self._list()
                     need_list = False
+                began = self._clock()
                 self._watch()
+                if self._clock() - began < 0.05:
+                    self._stop.wait(self.retry_s)   # a server that ends every watch at once must not spin us
                 pause = self.retry_s
             except _Gone:
                 self.gone += 1
@@ -202,15 +210,20 @@ class Reflector:
         self._response = response
         self.connected = True
         try:
-            buffer = b""
+            if self._stop.is_set():   # stopped while the request was being made: ``stop`` saw no response
+                return
+            buffer = bytearray()
             for chunk in response.stream(amt=None, decode_content=False):
                 if self._stop.is_set():
                     return
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                buffer.extend(chunk)
+                start = 0
+                while (end := buffer.find(b"\n", start)) >= 0:
+                    line = bytes(buffer[start:end])
+                    start = end + 1
                     if line.strip():
                         self._apply(json.loads(line))
+                del buffer[:start]
         finally:
             self._response = None
             response.release_conn()

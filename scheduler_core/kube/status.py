@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..executor.base import PodEventKind
@@ -61,6 +62,15 @@ def has_started(pod: Mapping[str, Any]) -> bool:
     if _state(pod, "running") is not None or _state(pod, "terminated") is not None:
         return True
     return phase(pod) in ("Running", "Succeeded", "Failed") and _container(pod) is not None
+
+
+def running_since(pod: Mapping[str, Any]) -> float | None:
+    """When the job's container started running (epoch seconds), or ``None`` unless it runs now."""
+    running = _state(pod, "running")
+    stamp = running.get("startedAt") if running is not None else None
+    if not stamp:
+        return None
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
 
 
 def _infra_reason(pod: Mapping[str, Any]) -> str | None:
