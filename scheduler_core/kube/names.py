@@ -37,7 +37,7 @@ def gang_name(job_id: str) -> str:
     base = _UNSAFE.sub("-", lowered.replace("_", "-")).strip("-") or "job"
     if not base[0].isalpha():
         base = f"j-{base}"
-    exact = bool(_SAFE.match(job_id)) and len(base) <= MAX_GANG
+    exact = bool(_SAFE.match(job_id)) and base == job_id.replace("_", "-") and len(base) <= MAX_GANG
     if exact:
         return base
     digest = f"{zlib.crc32(job_id.encode()):08x}"

@@ -264,10 +264,12 @@ class LiveController:
         now = self._clock()
         try:
             if self._needs_recover:
-                self._needs_recover = False
                 epoch = controller.epoch
                 await self._in_thread(partial(self.store.append_event, leadership_event(self.holder, epoch, now)))
                 report = await self._in_thread(partial(controller.recover, now))
+                # Only now: a recovery that failed (the executor's backend unreachable) is tried again next tick,
+                # rather than leaving gangs the store holds unadopted.
+                self._needs_recover = False
             else:
                 await self._heartbeat(now)
                 report = await self._in_thread(partial(controller.step, now))
