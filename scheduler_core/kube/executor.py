@@ -586,6 +586,11 @@ class KubernetesExecutor(Executor):
             raise KeyError(f"job {job_id} has no live pod {rank}")
         return obj
 
+    def ready_ranks(self, job_id: str) -> set[int]:
+        """Ranks whose job said (through the job contract helper) that it handles SIGTERM."""
+        gang = self._gang(job_id)
+        return set(gang.ready) if gang is not None else set()
+
     @property
     def pending_retries(self) -> list[str]:
         return sorted(retry.what for retry in self._retries.values())
