@@ -148,6 +148,8 @@ class FakeCluster:
         self.validate = validate
         self.store = Store(history)
         self.requests: list[tuple[str, str, str | None]] = []
+        #: Every pod deletion asked for: (namespace, name, grace period in seconds).
+        self.deletions: list[tuple[str, str, int]] = []
         self.kubelets_down: set[str] = set()
         self.running: dict[str, Running] = {}          # pod uid → its process
         self.port = 0
@@ -391,6 +393,7 @@ class FakeCluster:
         grace = options.get("gracePeriodSeconds")
         grace = int(obj["spec"].get("terminationGracePeriodSeconds", 30)) if grace is None else int(grace)
         uid = obj["metadata"]["uid"]
+        self.deletions.append((namespace or "", name, grace))
         ended = obj["status"].get("phase") in ("Succeeded", "Failed")
         if grace == 0 or not obj["spec"].get("nodeName") or (ended and uid not in self.running):
             if uid in self.running and obj["spec"].get("nodeName") not in self.kubelets_down:

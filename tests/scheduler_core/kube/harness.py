@@ -64,7 +64,8 @@ def populate(cluster: FakeCluster) -> None:
         if node.small_jobs:
             labels["shoal.io/small-jobs"] = "true"
         mig = {"1g.10gb": len(node.devices["h100-mig-1g"])} if node.is_mig else None
-        cluster.add_node(node.name, labels=labels, gpus=0 if node.is_mig else node.gpus, mig=mig)
+        cluster.add_node(node.name, labels=labels, gpus=0 if node.is_mig else node.gpus, mig=mig,
+                         cpu=str(node.cpus), memory=f"{node.memory_gb}Gi")
 
 
 def executor_config(shared: Path, **overrides: object) -> KubeExecutorConfig:
