@@ -29,14 +29,16 @@ from ..model.flavours import FLAVOURS, MIG_PROFILES
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
+DEFAULT_BLOCK_LABEL = "topology.kubernetes.io/block"
+DEFAULT_LEAF_LABEL = "topology.kubernetes.io/leaf"
 
 
 @dataclass(frozen=True, slots=True)
 class NodeLabels:
     """Which node labels and conditions mean what. Every default can be changed (``shoal up --kube-*``)."""
 
-    block: str = "topology.kubernetes.io/block"
-    leaf: str = "topology.kubernetes.io/leaf"
+    block: str = DEFAULT_BLOCK_LABEL
+    leaf: str = DEFAULT_LEAF_LABEL
     #: Overrides the GPU model read from ``product``: ``h100`` or ``a100``.
     flavour: str = "shoal.io/flavour"
     product: str = "nvidia.com/gpu.product"
