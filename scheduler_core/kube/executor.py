@@ -59,8 +59,10 @@ class KubeExecutorConfig:
     #: A node not Ready this long loses its pods (FAILED, force-deleted). Kubernetes itself waits 300 s
     #: (``tolerationSeconds`` of the not-ready taint) before evicting; a gang of 1,024 GPUs should not.
     node_lost_after_s: float = 60.0
-    #: An ended gang's Service (and so its pods and logs) is deleted this long after it ended.
+    #: An ended gang's Service (and so its pods and logs) is deleted this long after it ended, by a sweep every
+    #: ``collect_every_s`` (which also finds gangs a previous scheduler left).
     keep_finished_s: float = 3600.0
+    collect_every_s: float = 60.0
     watch_timeout_s: float = 240.0
     resync_s: float = 600.0
     request_timeout_s: float = 10.0
@@ -469,9 +471,9 @@ class KubernetesExecutor(Executor):
             self._annotate(gang, {names.ANNOTATION_ENDED_AT: f"{self._clock():.3f}"})
 
     def _collect_finished(self) -> None:
-        """Delete gangs that ended more than ``keep_finished_s`` ago (at most once a minute)."""
+        """Delete gangs that ended more than ``keep_finished_s`` ago (a sweep every ``collect_every_s``)."""
         wall = self._clock()
-        if self.config.keep_finished_s <= 0 or wall - self._last_collect < 60.0:
+        if self.config.keep_finished_s <= 0 or wall - self._last_collect < self.config.collect_every_s:
             return
         self._last_collect = wall
         try:
