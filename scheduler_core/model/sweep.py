@@ -125,6 +125,34 @@ class CategoricalParam(BaseModel):
 Param = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
 
 
+class SweepState(StrEnum):
+    """A sweep's life. ``CANCELLING``: cancelled by a user, its trial jobs stopping, the study not yet closed."""
+
+    RUNNING = "RUNNING"
+    CANCELLING = "CANCELLING"
+    SUCCEEDED = "SUCCEEDED"      # every trial finished and at least one completed
+    FAILED = "FAILED"            # no trial completed, too many failed, or its trials cannot be submitted
+    CANCELLED = "CANCELLED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (SweepState.SUCCEEDED, SweepState.FAILED, SweepState.CANCELLED)
+
+
+class TrialState(StrEnum):
+    """A trial's outcome, as Optuna records it. An ``ACTIVE`` trial's job may be pending, running or requeued after
+    a preemption: it stays the same trial until it completes, is pruned, or fails."""
+
+    ACTIVE = "ACTIVE"
+    COMPLETE = "COMPLETE"
+    PRUNED = "PRUNED"
+    FAILED = "FAILED"
+
+    @property
+    def finished(self) -> bool:
+        return self is not TrialState.ACTIVE
+
+
 class Direction(StrEnum):
     MINIMIZE = "minimize"
     MAXIMIZE = "maximize"
