@@ -1,0 +1,50 @@
+"""Build the tornado ``Application`` of the REST API from its parts (the composition root passes them in)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+import tornado.web
+from prometheus_client import CollectorRegistry
+
+from . import handlers as h
+from .auth import Authenticator
+from .metrics import make_registry
+from .service import ApiService
+
+_JOB = r"(?P<job_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
+_TEAM = r"(?P<team>[^/]+)"
+
+
+def make_app(service: ApiService, authenticator: Authenticator, *, pool: Executor | None = None,
+             registry: CollectorRegistry | None = None, **settings: Any) -> tornado.web.Application:
+    """The API on ``service``. ``pool`` runs the blocking store calls (default: 8 threads); ``registry`` is the
+    Prometheus registry ``/metrics`` serves (default: one with the store's gauges)."""
+    from .openapi import document  # here, so `python -m scheduler_core.api.openapi` runs it exactly once
+
+    ctx = h.ApiContext(
+        service=service, authenticator=authenticator,
+        pool=pool or ThreadPoolExecutor(max_workers=8, thread_name_prefix="shoal-api"),
+        registry=registry or make_registry(service.store), openapi=document(),
+    )
+    args = {"ctx": ctx}
+    routes: list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]] = [
+        (r"/v1/jobs", h.JobsHandler, args),
+        (rf"/v1/jobs/{_JOB}:cancel", h.JobCancelHandler, args),
+        (rf"/v1/jobs/{_JOB}:checkpoint", h.JobCheckpointHandler, args),
+        (rf"/v1/jobs/{_JOB}", h.JobHandler, args),
+        (r"/v1/queues", h.QueuesHandler, args),
+        (rf"/v1/queues/{_TEAM}", h.QueueHandler, args),
+        (rf"/v1/teams/{_TEAM}/quota", h.QuotaHandler, args),
+        (r"/v1/nodes", h.NodesHandler, args),
+        (r"/v1/events", h.EventsHandler, args),
+        (r"/v1/usage", h.UsageHandler, args),
+        (r"/v1/whoami", h.WhoAmIHandler, args),
+        (r"/v1/openapi.json", h.OpenApiHandler, args),
+        (r"/healthz", h.HealthHandler, args),
+        (r"/metrics", h.MetricsHandler, args),
+    ]
+    return tornado.web.Application(
+        routes, default_handler_class=h.NotFoundHandler, default_handler_args=args,
+        serve_traceback=False, **settings)
