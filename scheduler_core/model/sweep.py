@@ -65,11 +65,20 @@ class FloatParam(BaseModel):
                 raise ValueError(f"high - low ({self.high - self.low}) is not a multiple of step ({self.step})")
         return self
 
+    def check(self, value: Choice) -> str | None:
+        """What is wrong with ``value`` as a value of this parameter, or ``None``."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"expected a number, got {value!r}"
+        if not self.low <= value <= self.high:
+            return f"{value} is outside [{self.low}, {self.high}]"
+        return None
+
     def grid(self) -> list[Choice] | None:
         if self.step is None:
             return None
         count = round((self.high - self.low) / self.step)
-        return [self.low + i * self.step for i in range(count + 1)]
+        # Rounded so 0.1 + 2 × 0.1 is 0.3, not 0.30000000000000004 (which would lie outside [low, high]).
+        return [min(self.high, round(self.low + i * self.step, 12)) for i in range(count + 1)]
 
 
 class IntParam(BaseModel):
@@ -95,6 +104,13 @@ class IntParam(BaseModel):
             raise ValueError(f"high - low ({self.high - self.low}) is not a multiple of step ({self.step})")
         return self
 
+    def check(self, value: Choice) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"expected a whole number, got {value!r}"
+        if not self.low <= value <= self.high:
+            return f"{value} is outside [{self.low}, {self.high}]"
+        return None
+
     def grid(self) -> list[Choice]:
         return list(range(self.low, self.high + 1, self.step))
 
@@ -117,6 +133,11 @@ class CategoricalParam(BaseModel):
             if isinstance(choice, float) and not math.isfinite(choice):
                 raise ValueError(f"choices must be finite numbers, got {choice}")
         return value
+
+    def check(self, value: Choice) -> str | None:
+        if not any(type(value) is type(c) and value == c for c in self.choices):
+            return f"{value!r} is not one of {list(self.choices)}"
+        return None
 
     def grid(self) -> list[Choice]:
         return list(self.choices)
@@ -315,6 +336,14 @@ class SweepSpec(BaseModel):
             raise ValueError(f"n_trials ({self.n_trials}) exceeds the grid's {size} points")
         return self
 
+    def example_params(self) -> dict[str, Choice]:
+        """One valid point of the search space (each range's low end, each first choice): for checking that a
+        trial job can run here before any trial is asked."""
+        out: dict[str, Choice] = {}
+        for name, param in self.search_space.items():
+            out[name] = param.choices[0] if isinstance(param, CategoricalParam) else param.low
+        return out
+
     def grid(self) -> dict[str, list[Choice]]:
         """The grid sampler's search space (every parameter's values)."""
         out: dict[str, list[Choice]] = {}
@@ -332,6 +361,10 @@ class SweepSpec(BaseModel):
         missing = sorted(set(self.search_space) - set(params))
         if unknown or missing:
             raise ValueError(f"trial parameters do not match the search space (unknown {unknown}, missing {missing})")
+        for name, param in self.search_space.items():
+            problem = param.check(params[name])
+            if problem is not None:
+                raise ValueError(f"parameter {name!r}: {problem}")
         args: list[str] = []
         for name in self.search_space:
             args += [f"--{name}", format_arg(params[name])]

@@ -164,3 +164,21 @@ def test_objective_better_follows_direction() -> None:
     maximize = SweepSpec.model_validate(spec(objective__direction="maximize")).objective
     assert minimize.better(1.0, 2.0) and not minimize.better(2.0, 1.0)
     assert maximize.better(2.0, 1.0) and not maximize.better(1.0, 2.0)
+
+
+@pytest.mark.parametrize(("params", "words"), [
+    ({"lr": 0.5, "hidden": 64, "activation": "relu"}, r"'lr': 0.5 is outside \[0.0001, 0.1\]"),
+    ({"lr": 0.01, "hidden": 64.0, "activation": "relu"}, "'hidden': expected a whole number"),
+    ({"lr": 0.01, "hidden": 64, "activation": "gelu"}, "'activation': 'gelu' is not one of"),
+    ({"lr": "x", "hidden": 64, "activation": "relu"}, "'lr': expected a number"),
+])
+def test_trial_job_refuses_values_outside_the_space(params: dict[str, Any], words: str) -> None:
+    sweep = SweepSpec.model_validate(EXAMPLE)
+    with pytest.raises(ValueError, match=words):
+        sweep.trial_job(sweep_id="s", number=0, params=params)
+
+
+def test_example_params_are_a_valid_point() -> None:
+    sweep = SweepSpec.model_validate(EXAMPLE)
+    assert sweep.example_params() == {"lr": 1e-4, "hidden": 8, "activation": "relu"}
+    sweep.trial_job(sweep_id="s", number=0, params=sweep.example_params())
