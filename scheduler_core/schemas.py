@@ -161,9 +161,10 @@ class QuotaView(_Body):
     team: str
     cohort: str
     weight: float
-    fair_share: float = Field(description="weighted dominant share: max over GPUs (normalised by speed), CPUs "
-                                          "and memory of what the team holds / the cluster's capacity, divided "
-                                          "by the team's weight; lower is served first")
+    fair_share: float = Field(description="the policy's weighted dominant share: max over GPUs (normalised by "
+                                          "speed), CPUs and memory of (held now + decayed past use as a steady "
+                                          "rate) / the cluster's capacity, divided by the team's weight; lower "
+                                          "is served first")
     dominant_resource: str
     flavours: list[FlavourQuotaView]
 

@@ -6,13 +6,14 @@ Pure functions over store records and an instant, so they are tested with hand-m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
 from ..model.flavours import FLAVOURS
 from ..model.team import TeamConfig
-from ..policy.snapshot import AdmittedAs, JobRequest
+from ..policy.fairshare import LN2, dominant_share, request_rates
+from ..policy.snapshot import RESOURCES, AdmittedAs, JobRequest
 from ..schemas import FlavourQuotaView, QuotaView, UsageReport, UsageRow, UsageTotal, utc
 from ..store.records import JobRecord, JobState, UsageRecord
 
@@ -99,29 +100,23 @@ def usage_report(intervals: Iterable[Interval], *, since: float | None, until: f
     return UsageReport(since=utc(since), until=until_dt, rows=out_rows, totals=out_totals)
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterTotals:
-    """The cluster's capacity of each resource dominant-resource fairness weighs (GPUs normalised by speed)."""
-
-    gpu: float
-    cpu: float
-    memory: float
-
-
 def quota_view(team: TeamConfig, teams: Sequence[TeamConfig], holding: Iterable[JobRecord],
-               pending: Iterable[JobRecord], totals: ClusterTotals) -> QuotaView:
-    """``team``'s quota as it stands.
+               pending: Iterable[JobRecord], *, request_of: Callable[[JobRecord], JobRequest],
+               capacity: tuple[float, float, float], decayed: Mapping[str, float],
+               half_life_s: float) -> QuotaView:
+    """``team``'s quota as it stands, and its fair-share value exactly as the policy computes it.
 
     ``holding`` are the jobs of every team in the cohort that hold units; ``pending`` the team's pending jobs.
     ``lent`` apportions what the cohort's borrowers hold among the teams whose unused nominal they use, in
     proportion to each one's lendable idle quota (Kueue does not attribute borrowing to a lender either; this split
-    is the one that sums to what is borrowed).
+    is the one that sums to what is borrowed). ``decayed`` is the team's decayed past use (the controller's ledger
+    over the same usage records); ``capacity`` the cluster's speed-weighted GPUs, CPUs and memory.
     """
     cohort = [t for t in teams if t.cohort == team.cohort]
     used: dict[tuple[str, str], int] = {}        # (team, flavour) → units held
     nominal_used: dict[tuple[str, str], int] = {}
     borrowed: dict[tuple[str, str], int] = {}
-    resources = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
+    alloc = [0.0, 0.0, 0.0]
     names = {t.name for t in cohort}
     for job in holding:
         if job.team not in names or job.placement is None:
@@ -134,11 +129,8 @@ def quota_view(team: TeamConfig, teams: Sequence[TeamConfig], holding: Iterable[
         elif job.admitted_as is AdmittedAs.NOMINAL:
             nominal_used[key] = nominal_used.get(key, 0) + units
         if job.team == team.name:
-            request = JobRequest.from_spec(job.id, job.spec, job.submitted_at)
-            speed = FLAVOURS[job.placement.flavour].speed if job.placement.flavour in FLAVOURS else 1.0
-            resources["gpu"] += units * speed
-            resources["cpu"] += request.cpus_per_pod * request.pods
-            resources["memory"] += request.memory_gb_per_pod * request.pods
+            for index, value in enumerate(request_rates(request_of(job), job.placement.flavour)):
+                alloc[index] += value
     asked: dict[str, int] = {}
     for job in pending:
         if job.team == team.name and job.state is JobState.PENDING:
@@ -155,14 +147,13 @@ def quota_view(team: TeamConfig, teams: Sequence[TeamConfig], holding: Iterable[
             used=used.get((team.name, flavour), 0), borrowed=borrowed.get((team.name, flavour), 0),
             lent=_lent(team.name, flavour, cohort, nominal_used, borrowed), pending=asked.get(flavour, 0),
         ))
-    shares = {
-        "gpu": resources["gpu"] / totals.gpu if totals.gpu else 0.0,
-        "cpu": resources["cpu"] / totals.cpu if totals.cpu else 0.0,
-        "memory": resources["memory"] / totals.memory if totals.memory else 0.0,
-    }
-    dominant = max(shares, key=lambda r: (shares[r], r == "gpu"))
-    return QuotaView(team=team.name, cohort=team.cohort, weight=team.weight,
-                     fair_share=round(shares[dominant] / team.weight, 6), dominant_resource=dominant, flavours=rows)
+    share = dominant_share((alloc[0], alloc[1], alloc[2]), decayed, capacity, team.weight, half_life_s)
+    history = LN2 / half_life_s if half_life_s > 0 else 0.0
+    per_resource = {r: (alloc[i] + decayed.get(r, 0.0) * history) / capacity[i] if capacity[i] > 0 else 0.0
+                    for i, r in enumerate(RESOURCES)}
+    dominant = max(RESOURCES, key=lambda r: (per_resource[r], r == "gpu"))
+    return QuotaView(team=team.name, cohort=team.cohort, weight=team.weight, fair_share=round(share, 6),
+                     dominant_resource=dominant, flavours=rows)
 
 
 def _lent(name: str, flavour: str, cohort: Sequence[TeamConfig], nominal_used: Mapping[tuple[str, str], int],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import tornado.web
@@ -21,15 +21,23 @@ _SWEEP = r"(?P<sweep_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
 _NUMBER = r"(?P<number>[0-9]{1,6})"
 
 
-def make_app(service: ApiService, authenticator: Authenticator, *, pool: Executor | None = None,
+def write_threads_for(database_url: str) -> int:
+    """SQLite takes one writer at a time, so more threads would only queue on its lock; PostgreSQL commits
+    concurrently, and a few writers hide its round trips."""
+    return 1 if database_url.startswith("sqlite") else 4
+
+
+def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
              registry: CollectorRegistry | None = None, **settings: Any) -> tornado.web.Application:
-    """The API on ``service``. ``pool`` runs the blocking store calls (default: 8 threads); ``registry`` is the
-    Prometheus registry ``/metrics`` serves (default: one with the store's gauges)."""
+    """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
+    ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).
+    ``registry`` is the Prometheus registry ``/metrics`` serves (default: one with the store's gauges)."""
     from .openapi import document  # here, so `python -m scheduler_core.api.openapi` runs it exactly once
 
     ctx = h.ApiContext(
         service=service, authenticator=authenticator,
-        pool=pool or ThreadPoolExecutor(max_workers=8, thread_name_prefix="shoal-api"),
+        pool=ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="shoal-api-read"),
+        write_pool=ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="shoal-api-write"),
         registry=registry or make_registry(service.store), openapi=document(),
     )
     args = {"ctx": ctx}

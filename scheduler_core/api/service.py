@@ -17,9 +17,12 @@ from pydantic import ValidationError
 
 from ..auth.tokens import Identity
 from ..errors import Forbidden, NotFound, ValidationFailed
-from ..model.flavours import FLAVOURS
 from ..model.job import JobSpec
 from ..model.team import TeamConfig
+from ..policy.fairshare import cluster_capacity
+from ..policy.snapshot import NodeState, PolicyConfig
+from ..runtime.ledger import UsageLedger, usage_amounts
+from ..runtime.snapshot_builder import SnapshotBuilder
 from ..schemas import (EventList, JobView, NodeList, QueueList, QueueView, QuotaView, SubmitResponse, UsageReport,
                        WhoAmI)
 from ..store.base import Store
@@ -47,10 +50,12 @@ class ApiService:
     """
 
     def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
-                 wake: Callable[[], None] | None = None) -> None:
+                 wake: Callable[[], None] | None = None, policy_config: PolicyConfig = PolicyConfig()) -> None:
         self.store = store
         self.clock = clock
+        self.policy_config = policy_config
         self._wake = wake or (lambda: None)
+        self._usage_shapes: dict[str, tuple[int, int, int]] = {}   # job id → (pods, CPUs, GB per pod)
         self.reload()
 
     def wake(self) -> None:
@@ -63,13 +68,9 @@ class ApiService:
         self.teams: dict[str, TeamConfig] = {team.name: team for team in self.store.list_teams()}
         self.limits = ClusterLimits.build(nodes, self.teams.values())
         self.block_of = {node.name: node.block for node in nodes}
-        working = [node for node in nodes if not node.spare]
-        self.totals = accounting.ClusterTotals(
-            gpu=sum(units * (FLAVOURS[f].speed if f in FLAVOURS else 1.0)
-                    for node in working for f, units in node.capacity.items()),
-            cpu=float(sum(node.cpus for node in working)),
-            memory=float(sum(node.memory_gb for node in working)),
-        )
+        # The policy's own yardsticks, so the fair-share value shown is the one the cycle orders teams by.
+        self.requests = SnapshotBuilder(nodes, self.policy_config)
+        self.capacity = cluster_capacity(NodeState.from_node(node) for node in nodes)
 
     # -- jobs ----------------------------------------------------------------------------------------------------
     def submit(self, identity: Identity, payload: Any, *, idempotency_key: str | None = None) -> SubmitResponse:
@@ -127,7 +128,29 @@ class ApiService:
         config = self._team(identity, team)
         holding = self.store.list_jobs(states=_HOLDING)
         pending = self.store.list_jobs(team=team, states=(JobState.PENDING,))
-        return accounting.quota_view(config, list(self.teams.values()), holding, pending, self.totals)
+        return accounting.quota_view(
+            config, list(self.teams.values()), holding, pending, request_of=self.requests.request,
+            capacity=self.capacity, decayed=self._decayed_usage(team),
+            half_life_s=self.policy_config.usage_half_life_s)
+
+    def _decayed_usage(self, team: str) -> dict[str, float]:
+        """The team's past use decayed to now, from its usage records, as the controller's ledger keeps it.
+        Records older than 20 half-lives weigh under a millionth and are not read."""
+        now = self.clock()
+        half_life = self.policy_config.usage_half_life_s
+        ledger = UsageLedger(half_life)
+        since = now - 20 * half_life if half_life > 0 else now
+        for usage in self.store.usage(team=team, since=since):
+            shape = self._usage_shapes.get(usage.job_id)
+            if shape is None:
+                try:
+                    request = self.requests.request(self.store.get(usage.job_id))
+                    shape = (request.pods, request.cpus_per_pod, request.memory_gb_per_pod)
+                except NotFound:
+                    shape = (0, 0, 0)
+                self._usage_shapes[usage.job_id] = shape
+            ledger.add(team, usage_amounts(usage.flavour, usage.units, *shape, usage.end - usage.start), usage.end)
+        return ledger.decayed(now).get(team, {})
 
     # -- nodes, events, usage ------------------------------------------------------------------------------------
     def nodes(self, identity: Identity) -> NodeList:

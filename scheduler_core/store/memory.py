@@ -108,15 +108,9 @@ class MemoryStore(Store):
                     raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for job {first.id} "
                                    f"with a different spec")
                 return first
-            job_id = self._ids.next(self._jobs)
-            record = JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now,
-                               queued_at=now)
-            self._jobs[job_id] = record
-            self._order[job_id] = (now, len(self._order))
-            self._by_state[JobState.PENDING][job_id] = None
-            self._by_team.setdefault(spec.team, {})[job_id] = None
+            record = self._insert(spec, user, now)
             if idempotency_key is not None:
-                self._idempotency[idempotency_key] = job_id
+                self._idempotency[idempotency_key] = record.id
             return record
 
     def get(self, job_id: str) -> JobRecord:
@@ -391,17 +385,11 @@ class MemoryStore(Store):
                 check_same_params(sweep_id, existing, params)
                 return existing, self._jobs[existing.job_id]
             check_new_trial(sweep, number)
-            job_id = self._ids.next(self._jobs)
-            record = JobRecord(id=job_id, spec=job, user=sweep.user, state=JobState.PENDING, submitted_at=now,
-                               queued_at=now)
-            self._jobs[job_id] = record
-            self._order[job_id] = (now, len(self._order))
-            self._by_state[JobState.PENDING][job_id] = None
-            self._by_team.setdefault(job.team, {})[job_id] = None
-            trial = TrialRecord(sweep_id=sweep_id, number=number, job_id=job_id, params=dict(params),
+            record = self._insert(job, sweep.user, now)
+            trial = TrialRecord(sweep_id=sweep_id, number=number, job_id=record.id, params=dict(params),
                                 state=TrialState.ACTIVE, created_at=now)
             self._trials[sweep_id][number] = trial
-            self._trial_of_job[job_id] = (sweep_id, number)
+            self._trial_of_job[record.id] = (sweep_id, number)
             return trial, record
 
     def list_trials(self, sweep_id: str) -> list[tuple[TrialRecord, JobRecord]]:
@@ -443,6 +431,16 @@ class MemoryStore(Store):
             return trial
 
     # -- helpers (called with the lock held) --------------------------------------------------------------------
+    def _insert(self, spec: JobSpec, user: str, now: float) -> JobRecord:
+        """A new PENDING job in every index."""
+        job_id = self._ids.next(self._jobs)
+        record = JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now, queued_at=now)
+        self._jobs[job_id] = record
+        self._order[job_id] = (now, len(self._order))
+        self._by_state[JobState.PENDING][job_id] = None
+        self._by_team.setdefault(spec.team, {})[job_id] = None
+        return record
+
     def _cancel(self, job: JobRecord, now: float) -> JobRecord:
         if job.state is JobState.PENDING:
             return self._put(dataclasses.replace(job, state=JobState.CANCELLED, finished_at=now,

@@ -80,7 +80,9 @@ class _Taken(Container[str]):
         self._table = table
 
     def __contains__(self, job_id: object) -> bool:
-        return self._conn.execute(select(self._table.c.seq).where(self._table.c.id == job_id)).first() is not None
+        query = _ID_TAKEN if self._table is jobs else select(self._table.c.seq).where(
+            self._table.c.id == bindparam("id"))
+        return self._conn.execute(query, {"id": job_id}).first() is not None
 
 
 _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
@@ -88,6 +90,11 @@ _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
        checkpoints.c.verified.label("ck_verified"), checkpoints.c.cost_s.label("ck_cost_s")]
 _JOB_SELECT = select(jobs, *_CK).select_from(
     jobs.outerjoin(checkpoints, jobs.c.last_checkpoint_id == checkpoints.c.id))
+# The submission path's statements, built once with bound parameters: building a statement per call (``.values``,
+# ``.where`` on a literal) costs more than the SQLite write itself, and submission is the API's hot path.
+_ID_TAKEN = select(jobs.c.seq).where(jobs.c.id == bindparam("id"))
+_JOB_BY_KEY = _JOB_SELECT.where(jobs.c.idempotency_key == bindparam("key"))
+_JOB_INSERT = insert(jobs)
 
 
 class SqlStore(Store, TokenStore):
@@ -177,7 +184,7 @@ class SqlStore(Store, TokenStore):
 
         def run(conn: Connection) -> JobRecord:
             if idempotency_key is not None:
-                row = conn.execute(_JOB_SELECT.where(jobs.c.idempotency_key == idempotency_key)).first()
+                row = conn.execute(_JOB_BY_KEY, {"key": idempotency_key}).first()
                 if row is not None:
                     first = self._job_record(row)
                     if first.spec != spec:
@@ -667,7 +674,7 @@ class SqlStore(Store, TokenStore):
                     idempotency_key: str | None) -> JobRecord:
         with self._ids_lock:
             job_id = self._ids.next(_Taken(conn))
-        conn.execute(insert(jobs).values(
+        conn.execute(_JOB_INSERT, dict(
             id=job_id, team=spec.team, user_name=user, state=JobState.PENDING.value, spec=spec_json,
             idempotency_key=idempotency_key, submitted_at=now, queued_at=now, front_of_queue=False,
             requeue_on_exit=False, restarts=0, infra_restarts=0, preemptions=0, attained_gpu_s=0.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import date
 
 import pytest
@@ -68,10 +69,23 @@ def test_quota_shows_nominal_borrowed_lent_pending_and_fair_share(api: Harness) 
         16, 24, 8, 0, 16)
     assert (search_h100.nominal, search_h100.used, search_h100.borrowed, search_h100.lent, search_h100.pending) == (
         32, 8, 0, 8, 0)
-    # 48 working H100s plus 56 one-seventh slices = 56 H100-equivalents; search's weight is 2.
-    assert fraud.fair_share == pytest.approx(24 / 56, abs=1e-6)
-    assert search.fair_share == pytest.approx(8 / 56 / 2, abs=1e-6)
+    # 64 H100s plus 56 one-seventh slices = 72 H100-equivalents (as the policy counts); search's weight is 2.
+    assert fraud.fair_share == pytest.approx(24 / 72, abs=1e-6)
+    assert search.fair_share == pytest.approx(8 / 72 / 2, abs=1e-6)
     assert fraud.dominant_resource == "gpu"
+
+
+def test_fair_share_remembers_past_use_as_the_policy_does(api: Harness) -> None:
+    done = api.run(make_spec("yesterday").pods(1, 8).build(), whole_nodes("h100-b0-n00"))
+    api.clock.advance(7 * 86400)
+    api.store.release(done.id, state=JobState.SUCCEEDED, now=api.clock(), epoch=0, exit_code=0)
+    api.clock.advance(7 * 86400)   # one half-life (the default) after the job ended
+
+    share = api.client("alice").quota("fraud-ml").fair_share
+
+    # 8 GPUs for a week (h) count when the job ends, then halve over one more h: 4·h GPU-seconds, which as a
+    # steady rate (× ln2 / h) is 4·ln2 GPUs held, of 72.
+    assert share == pytest.approx(4 * math.log(2) / 72, abs=1e-6)
 
 
 def test_nodes_show_allocation_and_only_your_teams_jobs(api: Harness) -> None:
