@@ -50,15 +50,18 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import unquote, urlparse
 
+# Standard library only, like this module (it must stay cheap to import into any training script).
+from .young_daly import DEFAULT_CHECKPOINT_COST_S, GPU_HOURS_PER_INTERRUPTION, gang_mtbf_s, young_daly_interval_s
+
 __all__ = [
     "Checkpoint", "CheckpointError", "JobContext", "MTBF_GPU_HOURS", "context", "report_step_time", "resume",
     "save", "should_checkpoint", "should_stop", "young_daly_interval",
 ]
 
 #: One interruption per ~50,700 GPU-hours: the per-GPU failure rate of the Llama 3 report (DESIGN §3.3).
-MTBF_GPU_HOURS = 50_700.0
+MTBF_GPU_HOURS = GPU_HOURS_PER_INTERRUPTION
 #: Until a save has been timed, "auto" assumes a checkpoint costs this many seconds.
-DEFAULT_COST_S = 60.0
+DEFAULT_COST_S = DEFAULT_CHECKPOINT_COST_S
 MANIFEST_FORMAT = 1
 _MANIFEST = re.compile(r"^manifest-(\d+)\.json$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._\-]+$")
@@ -74,7 +77,7 @@ class CheckpointError(Exception):
 
 
 def young_daly_interval(cost_s: float, gang_gpus: int, *, mtbf_gpu_hours: float = MTBF_GPU_HOURS) -> float:
-    """Young–Daly optimal checkpoint interval τ = √(2·C·M) in seconds.
+    """Young–Daly optimal checkpoint interval τ = √(2·C·M) in seconds (``scheduler_core.young_daly``).
 
     ``C`` is the cost of one checkpoint, ``M`` the gang's mean time between failures: a per-GPU MTBF divided by
     the number of GPUs, since any one of them failing interrupts the whole gang. A 1,024-GPU gang with C = 60 s
@@ -82,9 +85,7 @@ def young_daly_interval(cost_s: float, gang_gpus: int, *, mtbf_gpu_hours: float 
     """
     if gang_gpus < 1:
         raise ValueError(f"gang_gpus must be at least 1, got {gang_gpus}")
-    cost = max(cost_s, 0.001)
-    mtbf_s = mtbf_gpu_hours * 3600.0 / gang_gpus
-    return max(math.sqrt(2.0 * cost * mtbf_s), cost)
+    return young_daly_interval_s(cost_s, gang_mtbf_s(gang_gpus, mtbf_gpu_hours))
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,8 +311,9 @@ class JobContext:
         """Write a checkpoint of ``step``: data files first, then the manifest, atomically.
 
         ``data`` is raw bytes (stored as ``state.bin``), a mapping of file name to bytes, or a list of paths to copy.
-        Data-parallel ranks hold the same state, so by default only rank 0 writes and the others return ``None``;
-        pass ``all_ranks=True`` when every rank calls with its own directory (its own ``checkpoint_uri``).
+        Data-parallel ranks hold the same state, so by default only rank 0 writes and the others return ``None``
+        at once (a distributed job keeps its ranks together with its own barrier, as it does for every step).
+        Pass ``all_ranks=True`` when every rank writes its own state to its own ``checkpoint_uri``.
         """
         if step < 0:
             raise CheckpointError(f"step must not be negative, got {step}")
@@ -358,12 +360,15 @@ class JobContext:
         return None
 
     # step times ---------------------------------------------------------------------------------------------
-    def report_step_time(self, seconds: float) -> None:
+    def report_step_time(self, seconds: float, step: int | None = None) -> None:
         """Tell the scheduler how long this rank's last step took; a rank consistently ≥ 20 % slower than the
         gang's median marks its node suspect, and the gang moves off it at its next checkpoint."""
         if seconds < 0 or not math.isfinite(seconds):
             raise ValueError(f"step time must be a non-negative number of seconds, got {seconds!r}")
-        self._report({"kind": "step_time", "seconds": float(seconds), "at": self._wall_clock()})
+        record: dict[str, object] = {"kind": "step_time", "step_time_s": float(seconds), "at": self._wall_clock()}
+        if step is not None:
+            record["step"] = int(step)
+        self._report(record)
 
     # internals ----------------------------------------------------------------------------------------------
     def _after_save(self) -> None:
@@ -472,5 +477,5 @@ def resume() -> Checkpoint | None:
     return context().resume()
 
 
-def report_step_time(seconds: float) -> None:
-    context().report_step_time(seconds)
+def report_step_time(seconds: float, step: int | None = None) -> None:
+    context().report_step_time(seconds, step)

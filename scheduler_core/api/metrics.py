@@ -4,17 +4,19 @@ The one figure that matters most sits next to the free GPUs: the largest shape a
 free" means little if they are one per node; ``shoal_largest_free_shape_units`` says what a gang could actually
 start on, and the gap between the two is fragmentation.
 
-Counters the controller owns (preemptions, restarts, cycle latency) are registered by the composition root on the
-same registry; this module reads only what the store holds.
+Preemptions, restarts and admissions are counted from the store's event log, which the controller writes for each
+one (so the counts are right whichever process serves the API, and survive restarts). Cycle latency is measured
+where the cycle runs: ``CycleTimer`` is observed by the composition root around each controller step.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from ..model.cluster import Health
@@ -145,7 +147,76 @@ class StoreCollector:
         yield from (capacity, healthy, allocated, free, largest, whole, node_health, depth, depth_units, jobs)
 
 
+#: Event kinds (the controller's vocabulary, ``runtime.events.EventKind``) that count as what the metric names.
+PREEMPT_KIND = "preempt"
+REQUEUE_KIND = "requeue"
+ADMIT_KIND = "admit"
+#: A requeue after a preemption is the preemption's end, not a restart.
+_NOT_A_RESTART = frozenset({"Preempted"})
+_PAGE = 1000
+_PAGES_PER_SCRAPE = 100
+
+
+class EventCounters:
+    """Counters read forward from the event log: each scrape reads only the events appended since the last."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._after: int | None = None
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def _catch_up(self) -> None:
+        for _ in range(_PAGES_PER_SCRAPE):
+            page = self._store.events(after_id=self._after, limit=_PAGE)
+            for event in page:
+                key = (event.kind, event.reason)
+                self._counts[key] = self._counts.get(key, 0) + 1
+            if page:
+                self._after = page[-1].id
+            if len(page) < _PAGE:
+                return
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            self._catch_up()
+            counts = dict(self._counts)
+        preemptions = CounterMetricFamily("shoal_preemptions", "Jobs signalled to make room, by reason",
+                                          labels=["reason"])
+        restarts = CounterMetricFamily("shoal_restarts", "Gangs requeued to restart (node lost, readiness "
+                                       "timeout, own fault, …), by reason", labels=["reason"])
+        admissions = CounterMetricFamily("shoal_admissions", "Jobs bound to nodes, by how they hold them",
+                                         labels=["admitted_as"])
+        events = CounterMetricFamily("shoal_events", "Every event in the log, by kind and reason",
+                                     labels=["kind", "reason"])
+        for (kind, reason), count in sorted(counts.items()):
+            events.add_metric([kind, reason], count)
+            if kind == PREEMPT_KIND:
+                preemptions.add_metric([reason], count)
+            elif kind == REQUEUE_KIND and reason not in _NOT_A_RESTART:
+                restarts.add_metric([reason], count)
+            elif kind == ADMIT_KIND and reason in ("nominal", "borrowed", "scavenger"):
+                admissions.add_metric([reason], count)
+        yield from (preemptions, restarts, admissions, events)
+
+
+class CycleTimer:
+    """Seconds per controller step (snapshot, policy, apply), observed where the loop runs."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.histogram = Histogram(
+            "shoal_cycle_seconds", "Wall time of one controller step: snapshot, run_cycle, apply",
+            buckets=(0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=registry)
+
+    def observe(self, seconds: float) -> None:
+        self.histogram.observe(seconds)
+
+
 def make_registry(store: Store) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(store))
+    registry.register(EventCounters(store))
     return registry

@@ -99,7 +99,7 @@ class ApiService:
         now = self.clock()
         updated = self.store.request_cancel(record.id, now)
         if updated != record:
-            self.store.append_event(Event(at=now, kind="job", reason="CancelRequested", job_id=record.id,
+            self.store.append_event(Event(at=now, kind="request", reason="CancelRequested", job_id=record.id,
                                           team=record.team, message=f"cancel requested by {identity.user}"))
         self._wake()
         return self._job_view(updated)
@@ -108,7 +108,7 @@ class ApiService:
         record = self._visible_job(identity, job_id)
         now = self.clock()
         updated = self.store.request_checkpoint(record.id, now)
-        self.store.append_event(Event(at=now, kind="job", reason="CheckpointRequested", job_id=record.id,
+        self.store.append_event(Event(at=now, kind="request", reason="CheckpointRequested", job_id=record.id,
                                       team=record.team, message=f"checkpoint requested by {identity.user}"))
         self._wake()
         return self._job_view(updated)

@@ -15,7 +15,7 @@ import click
 
 from ..errors import NotFound
 from ..model.cluster import Health
-from ..store.records import Event
+from ..store.records import Event, NodeRecord
 from .jobs import client, emit_json, json_option
 from .state import open_state, state_options
 from .table import render, when
@@ -50,10 +50,31 @@ def _set_health(state_dir: Path, db_url: str | None, name: str, health: Health, 
         except NotFound:
             known = ", ".join(sorted(r.node.name for r in store.list_nodes())[:8])
             raise click.BadParameter(f"no node {name!r} (nodes include: {known}, …)", param_hint="NODE") from None
-        store.append_event(Event(at=now, kind="node", reason=event, node=name, message=reason))
+        store.append_event(Event(at=now, kind="node_health", reason=event, node=name, message=reason))
+        hit = _local_pods(state_dir, store.list_nodes(), name, failed=health is Health.REPAIR)
     finally:
         store.dispose()
     click.echo(f"Node {name} is now {health.value}: {reason}")
+    if hit:
+        click.echo(f"Its pods were killed as a hardware failure would: {', '.join(hit)} (they restart from their "
+                   f"last checkpoint elsewhere)")
+
+
+def _local_pods(state_dir: Path, records: list[NodeRecord], name: str, *, failed: bool) -> list[str]:
+    """On the local executor a node is a label on processes, so failing it must also kill its pods (as lost
+    hardware would) and make it refuse new ones; readying it undoes that. Other executors have real nodes."""
+    if not (state_dir / "pods").is_dir():
+        return []
+    from ..executor.local import LocalExecutor
+
+    executor = LocalExecutor(state_dir, [r.node for r in records])
+    try:
+        if failed:
+            return executor.fail_node(name)
+        executor.repair_node(name)
+        return []
+    finally:
+        executor.close()
 
 
 @nodes.command()
@@ -61,7 +82,7 @@ def _set_health(state_dir: Path, db_url: str | None, name: str, health: Health, 
 @click.option("--reason", default="marked failed by an operator", show_default=True)
 @state_options
 def fail(name: str, reason: str, state_dir: Path, db_url: str | None) -> None:
-    """Mark a node failed (repair): its gangs restart from their last checkpoint elsewhere."""
+    """Mark a node failed (repair): its pods die, and their gangs restart from their last checkpoint elsewhere."""
     _set_health(state_dir, db_url, name, Health.REPAIR, reason, "NodeFailed")
 
 

@@ -183,11 +183,11 @@ def test_unsupported_uri_scheme_names_the_way_out(tmp_path: Path) -> None:
 def test_checkpoints_and_step_times_are_reported(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     ctx.save(4, {"m": b"abc"})
-    ctx.report_step_time(0.25)
+    ctx.report_step_time(0.25, step=12)
     first, second = reports(tmp_path)
     assert first["kind"] == "checkpoint" and first["step"] == 4 and first["bytes"] == 3
     assert first["verified"] is True and str(first["uri"]).endswith("manifest-0000000004.json")
-    assert second == {"kind": "step_time", "rank": 0, "seconds": 0.25, "at": second["at"]}
+    assert second == {"kind": "step_time", "rank": 0, "step_time_s": 0.25, "step": 12, "at": second["at"]}
     with pytest.raises(ValueError):
         ctx.report_step_time(-1)
 

@@ -185,3 +185,24 @@ def test_metrics_show_free_gpus_next_to_the_largest_free_shape(api: Harness) -> 
     assert _metric(text, "shoal_queue_pending_jobs", team="fraud-ml") == 1
     assert _metric(text, "shoal_queue_pending_units", team="fraud-ml") == 24
     assert _metric(text, "shoal_nodes", health="repair") == 1
+
+
+def test_metrics_count_preemptions_restarts_and_admissions_from_the_event_log(api: Harness) -> None:
+    def log(kind: str, reason: str) -> None:
+        api.store.append_event(Event(at=api.clock(), kind=kind, reason=reason, job_id="job_x", team="fraud-ml"))
+
+    for kind, reason in [("preempt", "Reclaim"), ("preempt", "Reclaim"), ("requeue", "Preempted"),
+                         ("requeue", "NodeLost"), ("admit", "borrowed"), ("admit", "BindRejected")]:
+        log(kind, reason)
+    first = api.http("GET", "/metrics", who=None).text
+    log("preempt", "TimeLimit")
+    log("requeue", "NodeLost")
+    second = api.http("GET", "/metrics", who=None).text
+
+    assert _metric(first, "shoal_preemptions_total", reason="Reclaim") == 2
+    assert _metric(first, "shoal_restarts_total", reason="NodeLost") == 1
+    assert "Preempted" not in "".join(line for line in first.splitlines() if line.startswith("shoal_restarts"))
+    assert _metric(first, "shoal_admissions_total", admitted_as="borrowed") == 1
+    assert _metric(second, "shoal_preemptions_total", reason="TimeLimit") == 1
+    assert _metric(second, "shoal_restarts_total", reason="NodeLost") == 2
+    assert _metric(second, "shoal_events_total", kind="preempt", reason="Reclaim") == 2
