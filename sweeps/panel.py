@@ -242,6 +242,7 @@ class SweepPanel:
             self.counts.value = f"<span style='color:#cf222e'>{html.escape(str(exc))}</span>"
             return
         self.view, self.trials = view, trials
+        self.plot.value = plot_png(view, trials)    # first: the text below is never ahead of the picture
         c = view.counts
         done = c.complete + c.pruned + c.failed
         self.title.value = (f"<b>{html.escape(view.name)}</b> <code>{view.sweep_id}</code> — {view.state} "
@@ -261,7 +262,6 @@ class SweepPanel:
             self.best.value = "best: none yet"
         if view.message:
             self.best.value += f"<br><i>{html.escape(view.message)}</i>"
-        self.plot.value = plot_png(view, trials)
         if view.state in FINISHED_SWEEP_STATES or view.state == "CANCELLING":
             self.cancel.disabled = True
 
