@@ -1,1 +1,1 @@
-"""``shoal bench``: the figures in docs/BENCHMARKS.md, each printed with what produced it."""
+"""Benchmarks behind ``shoal bench``: figures for docs/BENCHMARKS.md, printed, never asserted in tests."""

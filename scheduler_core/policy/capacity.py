@@ -61,23 +61,28 @@ class Pool:
         for j in range(len(members)):
             self.blocks.setdefault(self.block[j], []).append(j)
             self.leaves.setdefault(self.leaf[j], []).append(j)
+        self.has_spare = any(self.spare)
+        self.max_cap = max(self.cap, default=0)
+        caps = set(self.cap)
+        self.uniform_cap = caps.pop() if len(caps) == 1 else None
+        self.holds: dict[int, list[Hold]] = {}
+        self.recount()
+
+    def recount(self) -> None:
+        """Rebuild every aggregate from the masks (once, after the running jobs are laid down)."""
+        self.free = [mask.bit_count() for mask in self.mask]
         self.whole = dict.fromkeys(self.blocks, 0)
         self.whole_spare = dict.fromkeys(self.blocks, 0)
         self.bfree = dict.fromkeys(self.blocks, 0)
         self.bfree_spare = dict.fromkeys(self.blocks, 0)
         self.whole_leaf = dict.fromkeys(self.leaves, 0)
-        self.has_spare = any(self.spare)
         self.free_units = 0
         self.free_spare = 0
         self.free_unusable = 0
         self.whole_unusable = 0
-        self.max_cap = max(self.cap, default=0)
-        caps = set(self.cap)
-        self.uniform_cap = caps.pop() if len(caps) == 1 else None
         # buckets[0]: small-job nodes, buckets[1]: the rest; index = free units; only usable, non-spare nodes.
         self.buckets: list[list[set[int]]] = [[set() for _ in range(self.max_cap + 1)] for _ in range(2)]
-        self.holds: dict[int, list[Hold]] = {}
-        for j in range(len(members)):
+        for j in range(len(self.members)):
             self._count(j, +1)
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
@@ -190,11 +195,32 @@ class Capacity:
                     members.setdefault(flavour, []).append(i)
         self.pools = {flavour: Pool(flavour, self.nodes, idx, self.block_of, self.leaf_of)
                       for flavour, idx in sorted(members.items())}
+        self._bits: dict[int, tuple[Placement, list[tuple[int, int, int]]]] = {}
         for job in running:
-            self.occupy(job.request, job.placement)
+            pool = self.pools.get(job.placement.flavour)
+            if pool is None:
+                continue
+            request = job.request
+            for i, j, bits in self.pod_bits(job.placement):
+                pool.mask[j] &= ~bits
+                self.free_cpu[i] -= request.cpus_per_pod
+                self.free_mem[i] -= request.memory_gb_per_pod
+        for pool in self.pools.values():
+            pool.recount()
 
     def pod_bits(self, placement: Placement) -> list[tuple[int, int, int]]:
-        """(global node, local node, unit bits) per pod of ``placement`` that lands on a known node."""
+        """(global node, local node, unit bits) per pod of ``placement`` that lands on a known node.
+
+        Memoised per placement object for the cycle (the entry keeps the object alive, so its id is not
+        reused): a running job is looked at by the free map, the timeline and the victim search."""
+        hit = self._bits.get(id(placement))
+        if hit is not None and hit[0] is placement:
+            return hit[1]
+        out = self._pod_bits(placement)
+        self._bits[id(placement)] = (placement, out)
+        return out
+
+    def _pod_bits(self, placement: Placement) -> list[tuple[int, int, int]]:
         pool = self.pools.get(placement.flavour)
         out: list[tuple[int, int, int]] = []
         if pool is None:

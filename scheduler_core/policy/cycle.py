@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..model.durations import format_duration
 from ..model.flavours import FLAVOURS
-from ..model.job import TopologyLevel
+from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
 from .defrag import moves_in_flight, plan_moves
@@ -24,8 +24,7 @@ from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
 from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
 from .quota import QuotaClock, QuotaLedger, Verdict
 from .reservation import Slot, Timeline, add_holds, job_end
-from ..model.job import PriorityClass
-from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, RunningJob, Snapshot, band_of
+from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, RunningJob, Snapshot, band_of
 
 #: How close to running each reason is: the job's reason is that of its most promising flavour.
 _REASON_RANK = {
@@ -50,21 +49,56 @@ def run_cycle(snapshot: Snapshot, now: float) -> CycleResult:
         cycle.process(job)
     # 5. Defragment: when free units are scattered and a gang waits, move a few small jobs to small-job blocks.
     cycle.defragment()
-    # 6. Explain: every job that does not start gets a reason, its queue position and an estimated start.
-    cycle.plan_waits()
+    # 6. Explain: every job that does not start gets a reason, its queue position and an estimated start
+    #    (from the plan carried in the snapshot, or planned here when none is).
+    if snapshot.plan is None:
+        cycle.plan_waits()
+    else:
+        cycle.carry_plan(snapshot.plan)
     return cycle.result()
+
+
+def plan(snapshot: Snapshot, now: float) -> Plan:
+    """Estimated starts for every job that will not start at ``now`` (Slurm's backfill plan, on its own cadence).
+
+    It runs the cycle's decisions on a scratch copy, then books every waiting job on the timeline in cycle
+    order. Put the result in ``Snapshot.plan`` and ``run_cycle`` takes its estimates from it instead of
+    planning every pass; estimates of jobs that arrived since are ``None`` until the next plan."""
+    cycle = _Cycle(snapshot, now)
+    cycle.enforce_time_limits()
+    for job in TeamOrder(cycle.queues, cycle.band_hint, cycle.share):
+        cycle.process(job)
+    cycle.defragment()
+    cycle.plan_waits()
+    return Plan(made_at=now, estimates=cycle.estimates())
 
 
 @dataclass(slots=True)
 class _Waiting:
-    """A job that does not start this cycle, before the plan gives it an estimated start."""
+    """A job that does not start this cycle, before the plan gives it an estimated start.
+
+    ``plan_for`` lists the flavours the plan may start it on, each with what holds it back besides capacity:
+    a quota reason (it starts once the team's or cohort's jobs free quota) or ``reclaim`` (once borrowers
+    may be preempted)."""
 
     job: PendingJob
     reason: Reason
     message: str
-    flavours: list[tuple[str, float]] = field(default_factory=list)   # (flavour, not before) for the plan
+    plan_for: list[tuple[str, Reason | None, bool]] = field(default_factory=list)
     estimate: float | None = None
     planned: bool = False        # the estimate is fixed already (reservation, victims)
+
+
+@dataclass(slots=True)
+class _Class:
+    """What every job of one equivalence class gets for the rest of the cycle once one of them waited."""
+
+    reason: Reason
+    message: str
+    plan_for: list[tuple[str, Reason | None, bool]]
+    misses: list[tuple[int, str, Pool, Verdict, Miss]]
+    min_limit: float
+    quota: tuple[int, ...]
 
 
 class _Cycle:
@@ -80,6 +114,7 @@ class _Cycle:
         self.queues = team_queues(snapshot.pending, now, self.config)
         self.capacity_totals = cluster_capacity(snapshot.nodes)
         self.alloc: dict[str, list[float]] = {}
+        self._shares: dict[str, float] = {}
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         self.leaving: dict[str, float] = {}
         self.victims_for: dict[str, list[RunningJob]] = {}
@@ -97,9 +132,13 @@ class _Cycle:
         self.blocked_reservations = 0
         self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
         self._no_victims: set[tuple[object, ...]] = set()
-        self._candidates: dict[str, list[Victim]] = {}
-        self._shares: dict[str, float] = {}
+        self._candidates: dict[tuple[str, Band], list[Victim]] = {}
+        self._spots: dict[str, list[tuple[int, int]]] = {}
+        self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
+        self._classes: dict[tuple[object, ...], _Class] = {}
+        #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
+        self._holdings: list[tuple[float, str, str, int]] = []
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -123,7 +162,19 @@ class _Cycle:
         return value
 
     def band_hint(self, job: PendingJob) -> Band:
-        return band_hint(job, lambda j: any(self.ledger.fits_nominal(j.request, f) for f in j.request.flavours))
+        return band_hint(job, self._fits_nominal)
+
+    def _fits_nominal(self, job: PendingJob) -> bool:
+        request = job.request
+        state = self.snapshot.teams.get(request.team)
+        if state is None:
+            return False
+        usage = self.ledger.usage
+        for f in request.flavours:
+            quota = state.quotas.get(f)
+            if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
+                return True
+        return False
 
     # -- phase 2 ---------------------------------------------------------------------------------------------
 
@@ -145,42 +196,64 @@ class _Cycle:
     def process(self, pending: PendingJob) -> None:
         request = pending.request
         self.processed.append(request.id)
+        # a. A job just like one that already waits this cycle waits too: quota and free units only shrink
+        #    within a cycle and reservations only grow, so the first answer holds (equivalence classes).
+        klass = None
+        if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.victims_for:
+            klass = (request.team, request.shape, request.priority_class, request.preemptible,
+                     self._widened(pending))
+            known = self._classes.get(klass)
+            if (known is not None and request.time_limit_s >= known.min_limit
+                    and known.quota == self._quota_state(request)):
+                waiting = self._wait(pending, known.reason, known.message)
+                waiting.plan_for = known.plan_for
+                if known.misses:
+                    self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
+                                        is_small(request, self.config.small_job_max_units))
+                return
+        outcome = self._process(pending)
+        if klass is not None and outcome is not None:
+            self._classes[klass] = outcome
+
+    def _quota_state(self, request: JobRequest) -> tuple[int, ...]:
+        """Changes whenever the job's team's usage or its cohort's pool does."""
+        state = self.snapshot.teams.get(request.team)
+        versions = self.ledger.version
+        return (versions.get(request.team, 0), versions.get("cohort:" + state.cohort, 0) if state else 0)
+
+    def _process(self, pending: PendingJob) -> _Class | None:
+        """Handle one job; returns what a job of the same class would get, when it simply waits."""
+        request = pending.request
+        quota = self._quota_state(request)
         pools = [(f, self.cap.pools[f]) for f in request.flavours if f in self.cap.pools]
         if not pools:
-            self._wait(pending, Reason.INVALID_FLAVOUR,
-                       f"none of {', '.join(request.flavours)} exists in this cluster")
-            return
+            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
+                                f"none of {', '.join(request.flavours)} exists in this cluster")
         shaped = [(f, p) for f, p in pools if 0 < request.units_per_pod <= p.max_cap]
         if not shaped:
-            self._wait(pending, Reason.INVALID_FLAVOUR,
-                       f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
-            return
+            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
+                                f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
         ctx = self._context(pending)
         small = is_small(request, self.config.small_job_max_units)
-        # a. Victims already leaving for this job: start if it fits anyway, else wait for them.
+        # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
         inflight = [v for v in self.victims_for.get(request.id, []) if v.request.id in self.leaving]
-        # b. Quota on each flavour, in the job's order of preference.
+        # c. Quota on each flavour, in the job's order of preference.
         options: list[tuple[str, Pool, Verdict]] = []
-        refused: list[tuple[str, Verdict]] = []
+        refused: list[tuple[str, Reason | None, bool]] = []
         best: tuple[int, int, Reason, str] | None = None
         for index, (f, pool) in enumerate(shaped):
             verdict = self.ledger.verdict(request, f)
             if verdict.admitted_as is None:
                 assert verdict.reason is not None
                 best = _better(best, index, verdict.reason, verdict.message)
-                refused.append((f, verdict))
+                if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                    refused.append((f, verdict.reason, False))
             else:
                 options.append((f, pool, verdict))
         if not options:
             assert best is not None
-            waiting = self._wait(pending, best[2], best[3])
-            for f, verdict in refused:
-                if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                    when = self._quota_clock().free_at(request, f, verdict.reason)
-                    if when is not None:
-                        waiting.flavours.append((f, when))
-            return
-        # c. Placement now, first flavour that fits without preemption (quota checked first, shapes cached).
+            return self._refuse(pending, quota, best[2], best[3], refused)
+        # d. Placement now: the first flavour that fits without preemption (misses cached per shape).
         misses: list[tuple[int, str, Pool, Verdict, Miss]] = []
         for index, (f, pool, verdict) in enumerate(options):
             if verdict.reclaim and not inflight:
@@ -192,25 +265,34 @@ class _Cycle:
             if placement is not None:
                 assert verdict.admitted_as is not None
                 self._admit(pending, pool, placement, verdict.admitted_as, ctx.end)
-                return
+                return None
             misses.append((index, f, pool, verdict, self._miss(pending, pool, ctx, small)))
         if inflight:
             self._await_victims(pending, inflight, options)
-            return
-        # d. Preemption, for jobs whose band allows it and whose best flavour is not merely deferred.
+            return None
+        # e. Preemption, when the job's band allows it and its best flavour is not merely deferred.
         if max(m[4].fit for m in misses) < Fit.DEFERRED:
             for index, f, pool, verdict, miss in misses:
                 if self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="now"):
-                    return
-        # e. Wait, with a reservation for the head of the line.
+                    return None
+        # f. Wait, with a reservation for the head of the line.
         choice = max(misses, key=lambda m: (_REASON_RANK[m[4].reason], -m[0]))
         miss = choice[4]
         waiting = self._wait(pending, miss.reason, miss.message)
-        waiting.flavours = [(f, self._reclaim_after(request, f) if v.reclaim else self.now)
-                            for _, f, _, v, m in misses if not m.never]
-        if miss.never or miss.reason not in _CAPACITY_REASONS:
-            return
-        self._maybe_reserve(pending, waiting, misses, ctx, small)
+        waiting.plan_for = [(f, None, v.reclaim) for _, f, _, v, m in misses if not m.never]
+        reservable = [m for m in misses if not m[4].never and not m[3].reclaim and m[4].reason in _CAPACITY_REASONS]
+        outcome = _Class(miss.reason, miss.message, waiting.plan_for, reservable, request.time_limit_s, quota)
+        if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
+            if self._maybe_reserve(pending, waiting, reservable, ctx, small):
+                return None
+            outcome.message = miss.message
+        return outcome
+
+    def _refuse(self, pending: PendingJob, quota: tuple[int, ...], reason: Reason, message: str,
+                plan_for: list[tuple[str, Reason | None, bool]] | None = None) -> _Class:
+        waiting = self._wait(pending, reason, message)
+        waiting.plan_for = plan_for or []
+        return _Class(reason, message, waiting.plan_for, [], 0.0, quota)
 
     def _context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
@@ -255,6 +337,8 @@ class _Cycle:
         request = pending.request
         occupy(self.cap, pool, request, placement, end)
         self.ledger.add(request, pool.flavour, admitted_as)
+        if admitted_as is not AdmittedAs.SCAVENGER:
+            self._holdings.append((end, request.team, pool.flavour, request.units))
         self._add_alloc(request, pool.flavour, +1)
         self.timeline.set_until(request, placement, end)
         self.admits.append(Admit(request.id, placement, admitted_as,
@@ -268,6 +352,9 @@ class _Cycle:
     def _commit(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
         self.ledger.add(request, flavour, admitted_as)
+        if admitted_as is not AdmittedAs.SCAVENGER:
+            self._holdings.append((self.now + request.grace_s + request.time_limit_s, request.team, flavour,
+                                   request.units))
         self._add_alloc(request, flavour, +1)
 
     def _hold(self, request: JobRequest, slot: Slot) -> None:
@@ -299,28 +386,41 @@ class _Cycle:
 
     def _reclaim_after(self, request: JobRequest, flavour: str) -> float:
         """When a borrower in the job's cohort can first be preempted for it (minimum run time), or ends."""
-        state = self.snapshot.teams[request.team]
-        earliest = float("inf")
-        for job in self.running:
-            if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
-                    or job.request.id in self.leaving):
-                continue
-            other = self.snapshot.teams.get(job.request.team)
-            if other is None or other.cohort != state.cohort or job.request.team == request.team:
-                continue
-            ready = job.started_at + self.config.min_run_time_s + self._grace(job)
-            earliest = min(earliest, ready, job_end(job, self.now))
-        return self.now if earliest == float("inf") else max(earliest, self.now)
+        cohort = self.snapshot.teams[request.team].cohort
+        ready = self._reclaim_ready.get((cohort, flavour))
+        if ready is None:
+            ready = []
+            for job in self.running:
+                other = self.snapshot.teams.get(job.request.team)
+                if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
+                        or job.request.id in self.leaving or other is None or other.cohort != cohort):
+                    continue
+                at = job.started_at + self.config.min_run_time_s + self._grace(job)
+                ready.append((min(at, job_end(job, self.now)), job.request.team))
+            ready.sort()
+            self._reclaim_ready[(cohort, flavour)] = ready
+        for at, team in ready:
+            if team != request.team:
+                return max(at, self.now)
+        return self.now
 
     # -- preemption ------------------------------------------------------------------------------------------
 
-    def _candidates_for(self, flavour: str) -> list[Victim]:
-        found = self._candidates.get(flavour)
+    def _candidates_for(self, flavour: str, band: Band) -> list[Victim]:
+        """Running jobs on ``flavour`` in bands below ``band``, cheapest first; built once per cycle and band.
+        Below critical, jobs inside their minimum run time are left out (scavenger work excepted)."""
+        key = (flavour, band)
+        found = self._candidates.get(key)
         if found is None:
-            found = sorted((victim(job, self.now) for job in self.running
-                            if job.placement.flavour == flavour and not job.terminating),
-                           key=lambda v: v.key)
-            self._candidates[flavour] = found
+            victims = [victim(job, self.now, self.config) for job in self.running
+                       if job.placement.flavour == flavour and not job.terminating and job.band < band]
+            if band is not Band.CRITICAL:
+                victims = [v for v in victims if v.scavenger or not v.protected]
+            found = sorted(victims, key=lambda v: v.key)
+            for v in found:
+                if v.id not in self._spots:
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+            self._candidates[key] = found
         return found
 
     def _try_preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
@@ -337,30 +437,29 @@ class _Cycle:
         key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened)
         if key in self._no_victims:
             return False
-        state = self.snapshot.teams[request.team]
+        cohort = self.snapshot.teams[request.team].cohort
+        teams = self.snapshot.teams
+        reclaim_only = verdict.reclaim and band is not Band.CRITICAL
         eligible = []
-        for v in self._candidates_for(pool.flavour):
-            job = v.job
-            if job.request.id in self.leaving or not may_preempt(request, band, job, self.now, self.config):
+        for v in self._candidates_for(pool.flavour, band):
+            if v.id in self.leaving:
                 continue
-            if scavengers_only and not is_scavenger(job):
-                continue
-            if verdict.reclaim and band is not Band.CRITICAL and not is_scavenger(job):
-                other = self.snapshot.teams.get(job.request.team)
-                if other is None or other.cohort != state.cohort:
+            if not v.scavenger:
+                if scavengers_only:
+                    break
+                if not may_preempt(request, band, v):
                     continue
+                if reclaim_only:
+                    other = teams.get(v.job.request.team)
+                    if other is None or other.cohort != cohort:
+                        continue
             eligible.append(v)
         if not eligible:
             self._no_victims.add(key)
             return False
-        by_block: dict[int, list[Victim]] = {}
-        for v in eligible:
-            for b in sorted({self.cap.block_of[self.cap.index[p.node]] for p in v.job.placement.pods
-                             if p.node in self.cap.index}):
-                by_block.setdefault(b, []).append(v)
         target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
-        search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target)
-        found = search.run(eligible, by_block)
+        search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
+        found = search.run(eligible)
         if found is None:
             self._no_victims.add(key)
             return False
@@ -418,13 +517,15 @@ class _Cycle:
     # -- reservations ----------------------------------------------------------------------------------------
 
     def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
-                       misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> None:
+                       misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
+        """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
+        when that costs less). Returns True when it preempted instead."""
         request = pending.request
         limit = self.config.max_reservations
         starving = self.now - pending.queued_at >= self.config.starvation_after_s
         if (request.priority_class is PriorityClass.SCAVENGER
                 or self.blocked_reservations >= (2 * limit if starving else limit)):
-            return
+            return False
         best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
         for entry in misses:
             index, f, pool, verdict, miss = entry
@@ -438,17 +539,18 @@ class _Cycle:
         if request.pods > 1 and (best is None or best[0] - self.now > far):
             for index, f, pool, verdict, miss in misses:
                 slot_f = best[2] if best is not None and best[3][1] == f else None
-                if not miss.never and self._try_preempt(pending, pool, verdict, ctx, small, miss,
-                                                        mode="reservation", slot=slot_f):
-                    return
+                if not miss.never and not verdict.reclaim and self._try_preempt(
+                        pending, pool, verdict, ctx, small, miss, mode="reservation", slot=slot_f):
+                    return True
         if best is None:
-            return
+            return False
         slot = best[2]
         self.blocked_reservations += 1
         self._hold(request, slot)
         waiting.estimate = slot.start
         waiting.planned = True
         waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
+        return False
 
     # -- phase 5 ---------------------------------------------------------------------------------------------
 
@@ -456,8 +558,9 @@ class _Cycle:
         gangs: dict[str, int] = {}
         for waiting in self.waiting.values():
             request = waiting.job.request
-            if request.pods > 1 and waiting.reason in _CAPACITY_REASONS and waiting.flavours:
-                gangs[waiting.flavours[0][0]] = gangs.get(waiting.flavours[0][0], 0) + 1
+            if request.pods > 1 and waiting.reason in _CAPACITY_REASONS and waiting.plan_for:
+                flavour = waiting.plan_for[0][0]
+                gangs[flavour] = gangs.get(flavour, 0) + 1
         if not gangs:
             return
         still = [job for job in self.running if job.request.id not in self.leaving]
@@ -475,19 +578,31 @@ class _Cycle:
 
     def _quota_clock(self) -> QuotaClock:
         if self._clock is None:
-            ends = [(self.leaving.get(job.request.id, job_end(job, self.now)), job) for job in self.running]
-            self._clock = QuotaClock(self.ledger, ends)
+            holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
+                         job.placement.flavour, job.request.units)
+                        for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
+            holdings += self._holdings
+            self._clock = QuotaClock(self.ledger, holdings)
         return self._clock
 
     def plan_waits(self) -> None:
-        """Estimated starts from the same timeline the reservations use, in cycle order."""
+        """Estimated starts for every waiting job, in cycle order, on the timeline the reservations use: each
+        job is booked at the earliest instant its shape fits (and its quota allows), after those before it."""
         for job_id in self.processed:
             waiting = self.waiting.get(job_id)
             if waiting is None or waiting.planned:
                 continue
             request = waiting.job.request
             best: Slot | None = None
-            for flavour, not_before in waiting.flavours:
+            for flavour, quota_reason, reclaim in waiting.plan_for:
+                if quota_reason is not None:
+                    not_before = self._quota_clock().free_at(request, flavour, quota_reason)
+                    if not_before is None:
+                        continue
+                elif reclaim:
+                    not_before = self._reclaim_after(request, flavour)
+                else:
+                    not_before = self.now
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
                                               widen_at=self._widen_at(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):
@@ -495,6 +610,17 @@ class _Cycle:
             if best is not None:
                 self.timeline.book(best, request.time_limit_s)
                 waiting.estimate = best.start
+
+    def carry_plan(self, plan: Plan) -> None:
+        """Estimated starts from the last plan (made on its own cadence), never earlier than now."""
+        for waiting in self.waiting.values():
+            if waiting.planned:
+                continue
+            estimate = plan.estimates.get(waiting.job.request.id)
+            waiting.estimate = None if estimate is None else max(estimate, self.now)
+
+    def estimates(self) -> dict[str, float | None]:
+        return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
 
     def result(self) -> CycleResult:
         waits: list[Wait] = []

@@ -85,7 +85,7 @@ def plan_moves(cap: Capacity, pool: Pool, running: Sequence[RunningJob], now: fl
             jobs = on_node.get(pool.members[j], [])
             if not jobs or not all(movable(job, now, config) for job in jobs):
                 continue
-            options.append((len(jobs), sum(victim(job, now).gpu_hours for job in jobs), j, jobs))
+            options.append((len(jobs), sum(victim(job, now, config).gpu_hours for job in jobs), j, jobs))
         options.sort(key=lambda o: (o[0], o[1], o[2]))
         chosen: list[RunningJob] = []
         cleared = 0
@@ -104,7 +104,7 @@ def plan_moves(cap: Capacity, pool: Pool, running: Sequence[RunningJob], now: fl
     moves = sorted(best[1], key=lambda job: job.request.id)
     if not _fit_in_small_blocks(cap, pool, moves, small_blocks, now):
         return []
-    return [victim(job, now) for job in moves]
+    return [victim(job, now, config) for job in moves]
 
 
 def _fit_in_small_blocks(cap: Capacity, pool: Pool, jobs: Sequence[RunningJob], blocks: Sequence[int],

@@ -19,7 +19,7 @@ needed ("fill back"), and finally restores the working copy: nothing is changed 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..model.flavours import FLAVOURS
 from ..model.job import PriorityClass, TopologyLevel
@@ -31,11 +31,15 @@ from .snapshot import AdmittedAs, Band, JobRequest, Placement, PolicyConfig, Run
 
 @dataclass(frozen=True, slots=True)
 class Victim:
-    """A running job the cycle might stop, with what stopping it costs."""
+    """A running job the cycle might stop, with what stopping it costs and what the rules need to know."""
 
     job: RunningJob
     key: tuple[int, float, float, int, int, float, str]
     gpu_hours: float
+    band: Band
+    scavenger: bool
+    protected: bool          # admitted less than the minimum run time ago
+    highest_band: Band       # the band it could preempt with if pending again
 
     @property
     def id(self) -> str:
@@ -54,7 +58,7 @@ def at_risk_gpu_hours(job: RunningJob, now: float) -> float:
     return job.request.units * speed * max(0.0, now - since) / 3600.0
 
 
-def victim(job: RunningJob, now: float) -> Victim:
+def victim(job: RunningJob, now: float, config: PolicyConfig) -> Victim:
     request = job.request
     free = is_scavenger(job)
     lost = 0.0 if free else at_risk_gpu_hours(job, now)
@@ -63,7 +67,9 @@ def victim(job: RunningJob, now: float) -> Victim:
     checkpoint = 0.0 if free else request.units * speed * request.checkpoint_cost_s / 3600.0
     key = (0 if free else 1, lost, checkpoint, request.units, request.priority_class.rank, -job.started_at,
            request.id)
-    return Victim(job=job, key=key, gpu_hours=lost + checkpoint)
+    return Victim(job=job, key=key, gpu_hours=lost + checkpoint, band=job.band, scavenger=free,
+                  protected=now - job.started_at < config.min_run_time_s,
+                  highest_band=highest_pending_band(request))
 
 
 def highest_pending_band(request: JobRequest) -> Band:
@@ -75,17 +81,17 @@ def highest_pending_band(request: JobRequest) -> Band:
     return Band.GUARANTEED
 
 
-def may_preempt(preemptor: JobRequest, band: Band, target: RunningJob, now: float, config: PolicyConfig) -> bool:
+def may_preempt(preemptor: JobRequest, band: Band, target: Victim) -> bool:
     """Whether a job running in ``band`` may stop ``target`` (the rules in the module docstring)."""
-    if target.terminating or target.band >= band:
+    if target.job.terminating or target.band >= band:
         return False
-    if is_scavenger(target):
+    if target.scavenger:
         return True
-    if not target.request.preemptible or target.request.team == preemptor.team:
+    if not target.job.request.preemptible or target.job.request.team == preemptor.team:
         return False
-    if band is not Band.CRITICAL and now - target.started_at < config.min_run_time_s:
+    if band is not Band.CRITICAL and target.protected:
         return False
-    return highest_pending_band(target.request) <= band
+    return target.highest_band <= band
 
 
 def minimal_victims(candidates: Sequence[Victim], remove: Callable[[Victim], None],
@@ -127,10 +133,15 @@ class Found:
 
 
 class VictimSearch:
-    """Runs :func:`minimal_victims` for one job, one domain at a time, and keeps the cheapest answer."""
+    """Runs :func:`minimal_victims` for one job and keeps the cheapest answer.
+
+    ``spots[victim id]`` lists (node position in the pool, units) of each victim, so the search can look at
+    the nodes where stopping jobs would help instead of trying every candidate in the cluster: one pod goes
+    to the node whose cheapest victims free enough units; a gang confined to a block tries each block that
+    could be cleared enough, and keeps the one that loses the fewest GPU-hours."""
 
     def __init__(self, cap: Capacity, ledger: QuotaLedger, pool: Pool, request: JobRequest, ctx: PlaceContext,
-                 small: bool, reclaim_target: int | None) -> None:
+                 small: bool, reclaim_target: int | None, spots: Mapping[str, list[tuple[int, int]]]) -> None:
         self.cap = cap
         self.ledger = ledger
         self.pool = pool
@@ -138,6 +149,7 @@ class VictimSearch:
         self.ctx = ctx
         self.small = small
         self.reclaim_target = reclaim_target
+        self.spots = spots
 
     def _remove(self, v: Victim) -> None:
         self.cap.release(v.job.request, v.job.placement)
@@ -170,17 +182,68 @@ class VictimSearch:
         assert placement is not None
         return Found(victims, placement)
 
-    def run(self, candidates: Sequence[Victim], by_block: dict[int, list[Victim]]) -> Found | None:
-        """Cheapest victims over the job's domains: one block at a time when its topology confines it to a
-        block (or it is one pod), across the cluster when it may spread or quota must be reclaimed."""
+    def run(self, candidates: Sequence[Victim]) -> Found | None:
+        """Cheapest victims for the job among ``candidates`` (sorted by cost), or ``None``."""
         request = self.request
+        if self.reclaim_target is not None:
+            deficit = self.reclaim_target - self.ledger.pool_after(request.team, self.pool.flavour, request.units)
+            if deficit > sum(v.job.request.units for v in candidates if not v.scavenger):
+                return None
+        if request.pods == 1:
+            return self._single(candidates)
         level = request.topology_level
-        confined = request.pods == 1 or (level is not None and level < TopologyLevel.CLUSTER and (
-            request.topology_required or not self.ctx.widened))
+        confined = level is not None and level < TopologyLevel.CLUSTER and (
+            request.topology_required or not self.ctx.widened)
         if self.reclaim_target is not None or not confined:
             return self._try(candidates, self.ctx)
+        return self._per_block(candidates)
+
+    def _single(self, candidates: Sequence[Victim]) -> Found | None:
+        pool, ctx, g = self.pool, self.ctx, self.request.units_per_pod
+        per_node: dict[int, list[tuple[Victim, int]]] = {}
+        for v in candidates:
+            for j, units in self.spots[v.id]:
+                per_node.setdefault(j, []).append((v, units))
+        best: tuple[tuple[float, int, int], list[Victim]] | None = None
+        for j in sorted(per_node):
+            if not pool.usable[j] or pool.spare[j] or pool.members[j] in ctx.avoid or pool.cap[j] < g:
+                continue
+            need = g - pool.hold_room(j, ctx.end)
+            chosen: list[Victim] = []
+            cost = 0.0
+            for v, units in per_node[j]:
+                if need <= 0:
+                    break
+                need -= units
+                cost += v.gpu_hours
+                chosen.append(v)
+            if need > 0 or not chosen:
+                continue
+            rank = (cost, len(chosen), j)
+            if best is None or rank < best[0]:
+                best = (rank, chosen)
+        if best is None:
+            return None
+        first = {v.id for v in best[1]}
+        return self._try(best[1] + [v for v in candidates if v.id not in first], ctx)
+
+    def _per_block(self, candidates: Sequence[Victim]) -> Found | None:
+        pool, g, pods = self.pool, self.request.units_per_pod, self.request.pods
+        freed: dict[int, int] = {}
+        by_block: dict[int, list[Victim]] = {}
+        for v in candidates:
+            blocks = set()
+            for j, units in self.spots[v.id]:
+                freed[j] = freed.get(j, 0) + units
+                blocks.add(pool.block[j])
+            for b in blocks:
+                by_block.setdefault(b, []).append(v)
         best: tuple[tuple[float, int, int], Found] | None = None
         for b in sorted(by_block):
+            could = sum((pool.free[j] + freed.get(j, 0)) // g for j in pool.blocks[b]
+                        if pool.usable[j] and pool.members[j] not in self.ctx.avoid)
+            if could < pods:
+                continue
             found = self._try(by_block[b], replace(self.ctx, within_block=b))
             if found is not None:
                 rank = (found.gpu_hours, len(found.victims), b)

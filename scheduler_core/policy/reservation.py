@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -44,6 +45,46 @@ def job_end(job: RunningJob, now: float) -> float:
     return max(end, now)
 
 
+class _WholeNodes:
+    """For a flavour whose nodes all have the same number of units: each node's "wholly free" time, kept
+    sorted per block, per leaf and over the cluster, so a whole-node gang asks "when are the k-th earliest
+    nodes of this block free" in O(1) instead of sorting the cluster for every job."""
+
+    def __init__(self, pool: Pool, times: list[float]) -> None:
+        self.pool = pool
+        self.cur = list(times)
+        self.block: dict[int, list[tuple[float, int]]] = {b: [] for b in pool.blocks}
+        self.spare: dict[int, list[tuple[float, int]]] = {b: [] for b in pool.blocks}
+        self.leaf: dict[int, list[tuple[float, int]]] = {k: [] for k in pool.leaves}
+        self.all: list[tuple[float, int]] = []
+        self.all_spare: list[tuple[float, int]] = []
+        for j, t in enumerate(times):
+            for lst in self._lists(j):
+                lst.append((t, j))
+        for group in (self.block, self.spare, self.leaf):
+            for lst in group.values():
+                lst.sort()
+        self.all.sort()
+        self.all_spare.sort()
+
+    def _lists(self, j: int) -> list[list[tuple[float, int]]]:
+        pool = self.pool
+        if not pool.usable[j]:
+            return []
+        if pool.spare[j]:
+            return [self.spare[pool.block[j]], self.all_spare]
+        return [self.block[pool.block[j]], self.leaf[pool.leaf[j]], self.all]
+
+    def update(self, j: int, t: float) -> None:
+        old = self.cur[j]
+        if old == t:
+            return
+        for lst in self._lists(j):
+            del lst[bisect_left(lst, (old, j))]
+            insort(lst, (t, j))
+        self.cur[j] = t
+
+
 class Timeline:
     """Per flavour and node, the instant each unit becomes free."""
 
@@ -55,8 +96,20 @@ class Timeline:
         self._sorted: dict[str, list[list[float] | None]] = {
             flavour: [None] * len(pool.cap) for flavour, pool in cap.pools.items()}
         self._kth_cache: dict[tuple[str, int], tuple[list[float], list[tuple[float, int]]]] = {}
+        self._whole: dict[str, _WholeNodes] = {}
         for job in running:
-            self.set_until(job.request, job.placement, job_end(job, now))
+            times = self.times.get(job.placement.flavour)
+            if times is None:
+                continue
+            until = job_end(job, now)
+            for _, j, bits in cap.pod_bits(job.placement):
+                row = times[j]
+                unit = 0
+                while bits:
+                    if bits & 1:
+                        row[unit] = until
+                    bits >>= 1
+                    unit += 1
 
     # -- updates -----------------------------------------------------------------------------------------------
 
@@ -88,6 +141,9 @@ class Timeline:
     def _touch(self, flavour: str, j: int) -> None:
         self._sorted[flavour][j] = None
         pool = self.cap.pools[flavour]
+        whole = self._whole.get(flavour)
+        if whole is not None:
+            whole.update(j, max(self.times[flavour][j]))
         for (f, g), (values, heap) in self._kth_cache.items():
             if f == flavour:
                 value = self._kth_value(pool, j, g)
@@ -166,6 +222,48 @@ class Timeline:
                 out.append((row[k - 1], j))
         return out
 
+    def _whole_nodes(self, pool: Pool) -> _WholeNodes:
+        whole = self._whole.get(pool.flavour)
+        if whole is None:
+            times = self.times[pool.flavour]
+            whole = _WholeNodes(pool, [max(row) if row else INF for row in times])
+            self._whole[pool.flavour] = whole
+        return whole
+
+    def _earliest_whole(self, pool: Pool, pods: int, domain_level: TopologyLevel, spread_at: float | None,
+                        floor: float) -> Slot | None:
+        """Whole-node gangs: the k-th smallest "wholly free" time per domain, from the sorted indexes."""
+        whole = self._whole_nodes(pool)
+        for spares in (False, True):
+            if spares and not pool.has_spare:
+                break
+            best: tuple[float, int, int, list[tuple[float, int]]] | None = None
+            if domain_level is TopologyLevel.BLOCK:
+                domains = [(k, whole.block[k], whole.spare[k]) for k in sorted(whole.block)]
+            else:
+                domains = [(k, whole.leaf[k], []) for k in sorted(whole.leaf)]
+            for key, lst, spare in domains:
+                if spares and spare:
+                    if len(lst) + len(spare) < pods:
+                        continue
+                    lst = sorted(lst + spare)
+                elif len(lst) < pods:
+                    continue
+                start = max(lst[pods - 1][0], floor)
+                if best is None or (start, 0, key) < best[:3]:
+                    best = (start, 0, key, lst[:pods])
+            if spread_at is not None:
+                lst = sorted(whole.all + whole.all_spare) if spares else whole.all
+                if len(lst) >= pods:
+                    start = max(lst[pods - 1][0], floor, spread_at)
+                    if best is None or (start, 1, 0) < best[:3]:
+                        best = (start, 1, 0, lst[:pods])
+            if best is not None and best[0] < INF:
+                g = pool.uniform_cap or 0
+                return Slot(pool.flavour, best[0],
+                            tuple((j, self._units_at(pool, j, g)) for _, j in sorted(best[3], key=lambda e: e[1])))
+        return None
+
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
                        avoid: frozenset[int]) -> Slot | None:
         g, pods = request.units_per_pod, request.pods
@@ -177,6 +275,9 @@ class Timeline:
             domain_level = min(level, TopologyLevel.BLOCK)
             spread_at = None if request.topology_required else widen_at
         floor = max(not_before, self.now)
+        if (pool.uniform_cap == g and not avoid and domain_level is not None
+                and domain_level >= TopologyLevel.LEAF):
+            return self._earliest_whole(pool, pods, domain_level, spread_at, floor)
         for spares in (False, True):
             if spares and not pool.has_spare:
                 break

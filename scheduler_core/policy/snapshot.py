@@ -229,11 +229,23 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Plan:
+    """Estimated starts from :func:`~scheduler_core.policy.cycle.plan`, made at ``made_at``: job id → instant
+    (``None``: no start in sight, e.g. a shape larger than any free domain will ever be)."""
+
+    made_at: float
+    estimates: Mapping[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything one cycle may look at. Immutable: the cycle copies what it changes."""
+    """Everything one cycle may look at. Immutable: the cycle copies what it changes.
+
+    ``plan``: the last plan, when the caller plans on its own cadence; ``None`` makes every cycle plan."""
 
     nodes: tuple[NodeState, ...]
     teams: Mapping[str, TeamState]
     pending: tuple[PendingJob, ...]
     running: tuple[RunningJob, ...]
     config: PolicyConfig = PolicyConfig()
+    plan: Plan | None = None

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -8,5 +9,7 @@ from .harness import Harness, running_harness
 
 
 @pytest.fixture
-def api() -> Iterator[Harness]:
-    yield from running_harness()
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    """The API over a ``MemoryStore``; modules that mark ``parametrize("api", ["memory", "sqlite"],
+    indirect=True)`` run over the SQL store too."""
+    yield from running_harness(getattr(request, "param", "memory"), tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,11 +15,13 @@ import httpx
 from scheduler_core.api import ApiService, TokenAuthenticator, make_app
 from scheduler_core.api.server import ServerThread
 from scheduler_core.auth.memory import MemoryTokenStore
-from scheduler_core.auth.tokens import Identity
+from scheduler_core.auth.tokens import Identity, TokenStore
 from scheduler_core.client import ShoalClient
 from scheduler_core.model import JobSpec
 from scheduler_core.policy.snapshot import AdmittedAs, Placement
+from scheduler_core.store.base import Store
 from scheduler_core.store.memory import MemoryStore
+from scheduler_core.store.sql import open_store
 from scheduler_core.store.records import JobRecord
 
 from ..runtime_builders import cluster_nodes, team_configs
@@ -40,8 +43,8 @@ class Clock:
 
 @dataclass
 class Harness:
-    store: MemoryStore
-    tokens: MemoryTokenStore
+    store: Store
+    tokens: TokenStore
     clock: Clock
     server: ServerThread
     service: ApiService
@@ -82,12 +85,20 @@ IDENTITIES = {
 }
 
 
-def start_harness() -> Harness:
+def start_harness(backend: str = "memory", tmp_path: Path | None = None) -> Harness:
+    """``backend``: ``memory`` (``MemoryStore`` and ``MemoryTokenStore``) or ``sqlite`` (one ``SqlStore`` for both,
+    in ``tmp_path``), so the API's reads are checked against the records each store really returns."""
     clock = Clock()
-    store = MemoryStore(seed=1)
+    store: Store
+    tokens: TokenStore
+    if backend == "sqlite":
+        assert tmp_path is not None
+        sql = open_store(f"sqlite:///{tmp_path / 'api.db'}", seed=1)
+        store, tokens = sql, sql
+    else:
+        store, tokens = MemoryStore(seed=1), MemoryTokenStore()
     store.sync_nodes(cluster_nodes())
     store.sync_teams(team_configs())
-    tokens = MemoryTokenStore()
     wakes: list[float] = []
     service = ApiService(store, clock=clock, wake=lambda: wakes.append(clock()))
     server = ServerThread(lambda: make_app(service, TokenAuthenticator(tokens))).start()
@@ -97,9 +108,12 @@ def start_harness() -> Harness:
     return harness
 
 
-def running_harness() -> Iterator[Harness]:
-    harness = start_harness()
+def running_harness(backend: str = "memory", tmp_path: Path | None = None) -> Iterator[Harness]:
+    harness = start_harness(backend, tmp_path)
     try:
         yield harness
     finally:
         harness.server.stop()
+        dispose = getattr(harness.store, "dispose", None)
+        if dispose is not None:
+            dispose()

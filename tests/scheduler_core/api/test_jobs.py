@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from scheduler_core.client import ShoalClient
 from scheduler_core.policy.decisions import Reason
 from scheduler_core.policy.snapshot import AdmittedAs
@@ -11,6 +13,9 @@ from scheduler_core.store.records import CheckpointRecord, JobState
 
 from ..runtime_builders import make_spec, whole_nodes
 from .harness import T0, Harness
+
+#: Both stores: the views must read the records each one really returns.
+pytestmark = pytest.mark.parametrize("api", ["memory", "sqlite"], indirect=True)
 
 
 def test_submit_stores_the_job_wakes_the_controller_and_answers_at_once(api: Harness) -> None:

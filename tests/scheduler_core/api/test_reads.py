@@ -15,6 +15,9 @@ from scheduler_core.store.records import Event, JobState
 from ..runtime_builders import make_spec, place, whole_nodes
 from .harness import T0, Harness
 
+#: Both stores: the views must read the records each one really returns.
+pytestmark = pytest.mark.parametrize("api", ["memory", "sqlite"], indirect=True)
+
 
 def test_queue_lists_pending_jobs_in_queue_order_then_running_ones(api: Harness) -> None:
     running = api.run(make_spec("running").pods(1, 8).build(), whole_nodes("h100-b0-n00"))
