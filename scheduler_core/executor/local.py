@@ -187,6 +187,8 @@ class LocalExecutor(Executor):
         work = self.work_dir(job_id)
         work.mkdir(parents=True, exist_ok=True)
         gang = _Gang(job_id=job_id, attempt=request.attempt, dir=gang_dir, pods=[])
+        # Named current before any pod starts, so a crash mid-launch leaves pods a later instance can see.
+        _write_text(self.state_dir / "pods" / job_id / "current", str(request.attempt))
         now = self._clock()
         try:
             for rank, placed in enumerate(pods):
@@ -200,7 +202,6 @@ class LocalExecutor(Executor):
             if isinstance(exc, OSError):
                 raise Conflict(f"job {job_id} could not be launched: {exc}") from exc
             raise
-        _write_text(self.state_dir / "pods" / job_id / "current", str(request.attempt))
         self._gangs[job_id] = gang
 
     def terminate(self, job_id: str, grace_s: float) -> None:
@@ -335,6 +336,9 @@ class LocalExecutor(Executor):
             _write_text(pod.marker("failed"), f"node {node} is down")
             self._save_pod(pod, never_started=True)
             return pod
+        # Recorded before the process exists: an executor killed right after starting it still leaves enough
+        # behind (with the wrapper's own ``wrapper.json``) for the next one to find the pod.
+        self._save_pod(pod, never_started=False)
         env = self._env(request, rank, gang_dir)
         log_path = self.log_path(request.job_id, request.attempt, rank)
         with log_path.open("ab") as log_file:
@@ -576,8 +580,11 @@ class LocalExecutor(Executor):
             if info is None:
                 continue
             reported = _read_json(rank_dir / "reported.json") or {}
+            pid, start_ticks = int(info["pid"]), int(info["start_ticks"])
+            if pid == 0 and not info.get("never_started"):
+                pid, start_ticks = _find_wrapper(rank_dir)
             pods.append(_Pod(job_id=job_id, attempt=attempt, rank=int(info["rank"]), node=str(info["node"]),
-                             dir=rank_dir, pid=int(info["pid"]), start_ticks=int(info["start_ticks"]),
+                             dir=rank_dir, pid=pid, start_ticks=start_ticks,
                              launched_at=float(info["launched_at"]),
                              started_reported=bool(reported.get("started")),
                              ended_reported=bool(reported.get("ended"))))
@@ -591,3 +598,16 @@ class LocalExecutor(Executor):
         if self.nodes and node not in self.nodes:
             raise NotFound(f"no node {node!r} in this executor's cluster")
 
+
+def _find_wrapper(pod_dir: Path) -> tuple[int, int]:
+    """The wrapper of a pod whose launch was cut short: its own pid record, trusted only while that process is
+    still the wrapper of this very pod (its command line names the pod's directory)."""
+    data = _read_json(pod_dir / "wrapper.json")
+    if data is None:
+        return 0, 0
+    pid = int(data["pid"])
+    argv = procfs.cmdline(pid)
+    info = procfs.stat(pid)
+    if argv is None or info is None or str(pod_dir) not in argv:
+        return 0, 0
+    return pid, info.start_ticks

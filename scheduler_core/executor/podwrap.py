@@ -35,6 +35,8 @@ def main(argv: list[str]) -> int:
         print("usage: podwrap.py POD_DIR -- COMMAND [ARG...]", file=sys.stderr)
         return 2
     pod_dir, command = argv[1], argv[3:]
+    # Who we are, in case the executor died between starting us and recording our pid.
+    _write_json(os.path.join(pod_dir, "wrapper.json"), {"pid": os.getpid()})
     exit_path = os.path.join(pod_dir, "exit.json")
 
     def record_exit(code: int, how: str) -> None:

@@ -89,6 +89,15 @@ def handles(pid: int, signum: int) -> bool:
     return bool((masks.get("SigCgt", 0) | masks.get("SigIgn", 0)) & bit)
 
 
+def cmdline(pid: int) -> list[str] | None:
+    """The process's argument vector (``None`` if unreadable)."""
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
 def environ(pid: int) -> dict[str, str] | None:
     """The environment ``pid`` was started with (``None`` if unreadable)."""
     try:
