@@ -182,3 +182,19 @@ def test_example_params_are_a_valid_point() -> None:
     sweep = SweepSpec.model_validate(EXAMPLE)
     assert sweep.example_params() == {"lr": 1e-4, "hidden": 8, "activation": "relu"}
     sweep.trial_job(sweep_id="s", number=0, params=sweep.example_params())
+
+
+def test_a_sweeps_trials_are_one_equivalence_class() -> None:
+    """Trials differ in name, env, args and labels only: the policy sees one shape and places it once."""
+    from scheduler_core.bench.sweep import sweep_spec, trial_jobs
+    from scheduler_core.policy.snapshot import JobRequest
+
+    sweep = SweepSpec.model_validate(EXAMPLE)
+    requests = [JobRequest.from_spec(f"job_{n}", sweep.trial_job(
+        sweep_id="s", number=n, params={"lr": 0.001 * (n + 1), "hidden": 8 * (1 + n % 16),
+                                         "activation": ("relu", "tanh")[n % 2]}), 0.0) for n in range(50)]
+    assert len({r.shape for r in requests}) == 1
+    assert len({(r.team, r.priority_class, r.preemptible, r.time_limit_s) for r in requests}) == 1
+    bench = trial_jobs(sweep_spec(500), 0.0)
+    assert len({j.request.shape for j in bench}) == 1
+    assert len({j.request.shape for j in trial_jobs(sweep_spec(500), 0.0, distinct_shapes=True)}) == 500
