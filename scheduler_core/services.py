@@ -37,7 +37,9 @@ class ServiceContext:
     ``api_url`` is where this process serves the API; ``job_api_url`` where a job (a process on a node, a pod)
     reaches it — the same for the local executor. ``tokens`` lets a service mint its own token and tokens for the
     jobs it starts (the sweep controller gives each trial a token of its sweep's team); ``clock`` stamps them.
-    ``settings`` are free-form ``name → value`` pairs for services (e.g. ``sweeps.storage``).
+    ``settings`` are free-form ``name → value`` pairs for services (e.g. ``sweeps.storage``). ``is_leader`` says
+    whether this process holds the scheduler lease now: a service that must run once per deployment (the sweep
+    controller) works only while it does, so a standby's copy stays idle until it takes over.
     """
 
     api_url: str
@@ -46,6 +48,7 @@ class ServiceContext:
     job_api_url: str | None = None
     clock: Callable[[], float] = time.time
     settings: Mapping[str, str] = field(default_factory=dict)
+    is_leader: Callable[[], bool] = lambda: True
 
     @property
     def url_for_jobs(self) -> str:

@@ -36,8 +36,10 @@ def storage_url(ctx: ServiceContext) -> str:
 class SweepService:
     """The controller loop. ``stop`` ends it after the pass in progress and revokes the tokens it minted."""
 
-    def __init__(self, controller: SweepController, *, interval: float, on_stop: list[Callable[[], object]]) -> None:
+    def __init__(self, controller: SweepController, *, interval: float, on_stop: list[Callable[[], object]],
+                 is_leader: Callable[[], bool] = lambda: True) -> None:
         self.controller = controller
+        self.is_leader = is_leader
         self.interval = interval
         self._stopping = threading.Event()
         self._wake = threading.Event()
@@ -65,11 +67,12 @@ class SweepService:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            try:
-                self.controller.run_once()
-            except Exception:  # noqa: BLE001 - the API may be briefly unreachable; try again next pass
-                log.exception("sweeps: pass failed; retrying")
-            self.passes += 1
+            if self.is_leader():       # one controller per deployment: a standby's stays idle
+                try:
+                    self.controller.run_once()
+                except Exception:  # noqa: BLE001 - the API may be briefly unreachable; try again next pass
+                    log.exception("sweeps: pass failed; retrying")
+                self.passes += 1
             self._wake.wait(self.interval)
             self._wake.clear()
 
@@ -84,5 +87,5 @@ def start(ctx: ServiceContext) -> SweepService:
     controller = SweepController(launcher, make_storage(url))
     interval = float(ctx.settings.get("sweeps.interval") or os.environ.get(ENV_INTERVAL) or 0.5)
     log.info("sweeps: controller started; Optuna storage %s (open it with optuna-dashboard)", url)
-    return SweepService(controller, interval=interval, on_stop=[
+    return SweepService(controller, interval=interval, is_leader=ctx.is_leader, on_stop=[
         tokens.revoke_all, lambda: ctx.tokens.revoke_token(token), client.close]).start()
