@@ -16,7 +16,7 @@ import tornado.web
 def listen(app: tornado.web.Application, host: str, port: int) -> tuple[tornado.httpserver.HTTPServer, int]:
     """Bind ``host:port`` (``port`` 0 picks a free one) on the running event loop; returns the server and port."""
     sockets = tornado.netutil.bind_sockets(port, address=host, family=socket.AF_INET)
-    server = tornado.httpserver.HTTPServer(app, xheaders=True)
+    server = tornado.httpserver.HTTPServer(app)
     server.add_sockets(sockets)
     return server, sockets[0].getsockname()[1]
 

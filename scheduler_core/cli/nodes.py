@@ -1,4 +1,4 @@
-"""``shoal nodes``: list nodes through the API; ``fail``, ``drain`` and ``ready`` act on the store (operators).
+"""``shoal nodes``: list nodes through the API; ``fail``, ``drain`` and ``repair`` act on the store (operators).
 
 Marking a node works on the store directly, like ``shoal token create``: whoever can open the state is the
 operator, and it still works when the API is down. The controller sees the new health at its next cycle: a node
@@ -8,24 +8,30 @@ checkpoint.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import NotFound
-from ..model.cluster import Health
-from ..store.records import Event, NodeRecord
+from ..service.nodes import drain_node, fail_node, repair_node
+from ..store.base import Store
+from ..store.records import NodeRecord
 from .jobs import client, emit_json, json_option
-from .state import open_state, state_options
+from .state import executor_dir, open_state, state_options
 from .table import render, when
+
+if TYPE_CHECKING:
+    from ..executor.local import LocalExecutor
 
 
 @click.group(invoke_without_command=True)
 @json_option
 @click.pass_context
 def nodes(ctx: click.Context, as_json: bool) -> None:
-    """List nodes (health, free and allocated units); fail, drain or ready one (operators)."""
+    """List nodes (health, free and allocated units); fail, drain or repair one (operators)."""
     if ctx.invoked_subcommand is not None:
         return
     with client() as api:
@@ -41,64 +47,57 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
     click.echo(render(["NODE", "BLOCK", "HEALTH", "FREE/TOTAL", "JOBS", "REASON", "HEARTBEAT"], rows))
 
 
-def _set_health(state_dir: Path, db_url: str | None, name: str, health: Health, reason: str, event: str) -> None:
+def _admin(state_dir: Path, db_url: str | None, name: str,
+           act: Callable[[Store, LocalExecutor | None], NodeRecord]) -> NodeRecord:
+    """Apply ``act`` to the store and, when this installation runs the local executor, to its pods."""
     store = open_state(state_dir, db_url)
+    executor = None
     try:
-        now = time.time()
-        try:
-            store.set_node_health(name, health, reason, now)
-        except NotFound:
-            known = ", ".join(sorted(r.node.name for r in store.list_nodes())[:8])
-            raise click.BadParameter(f"no node {name!r} (nodes include: {known}, …)", param_hint="NODE") from None
-        store.append_event(Event(at=now, kind="node_health", reason=event, node=name, message=reason))
-        hit = _local_pods(state_dir, store.list_nodes(), name, failed=health is Health.REPAIR)
+        names = sorted(r.node.name for r in store.list_nodes())
+        if name not in names:
+            raise click.BadParameter(f"no node {name!r} (nodes include: {', '.join(names[:8])}, …)",
+                                     param_hint="NODE")
+        pods = executor_dir(state_dir)
+        if (pods / "pods").is_dir():
+            # On the local executor a node is a label on processes: failing it must kill its pods (as lost
+            # hardware would) and keep new ones off it. Other executors have real nodes of their own.
+            from ..executor.local import LocalExecutor
+            executor = LocalExecutor(pods, [r.node for r in store.list_nodes()])
+        return act(store, executor)
     finally:
+        if executor is not None:
+            executor.close()
         store.dispose()
-    click.echo(f"Node {name} is now {health.value}: {reason}")
-    if hit:
-        click.echo(f"Its pods were killed as a hardware failure would: {', '.join(hit)} (they restart from their "
-                   f"last checkpoint elsewhere)")
-
-
-def _local_pods(state_dir: Path, records: list[NodeRecord], name: str, *, failed: bool) -> list[str]:
-    """On the local executor a node is a label on processes, so failing it must also kill its pods (as lost
-    hardware would) and make it refuse new ones; readying it undoes that. Other executors have real nodes."""
-    if not (state_dir / "pods").is_dir():
-        return []
-    from ..executor.local import LocalExecutor
-
-    executor = LocalExecutor(state_dir, [r.node for r in records])
-    try:
-        if failed:
-            return executor.fail_node(name)
-        executor.repair_node(name)
-        return []
-    finally:
-        executor.close()
 
 
 @nodes.command()
 @click.argument("name")
-@click.option("--reason", default="marked failed by an operator", show_default=True)
 @state_options
-def fail(name: str, reason: str, state_dir: Path, db_url: str | None) -> None:
-    """Mark a node failed (repair): its pods die, and their gangs restart from their last checkpoint elsewhere."""
-    _set_health(state_dir, db_url, name, Health.REPAIR, reason, "NodeFailed")
+def fail(name: str, state_dir: Path, db_url: str | None) -> None:
+    """Fail a node (into repair): its pods die, and their gangs restart from their last checkpoint elsewhere."""
+    record = _admin(state_dir, db_url, name,
+                    lambda store, executor: fail_node(store, executor, name, now=time.time(), by=_who()))
+    click.echo(f"Node {name} is now {record.health.value}: its gangs restart from their last checkpoint elsewhere.")
 
 
 @nodes.command()
 @click.argument("name")
-@click.option("--reason", default="drained by an operator", show_default=True)
 @state_options
-def drain(name: str, reason: str, state_dir: Path, db_url: str | None) -> None:
-    """Drain a node: it takes no new work."""
-    _set_health(state_dir, db_url, name, Health.DRAINING, reason, "NodeDraining")
+def drain(name: str, state_dir: Path, db_url: str | None) -> None:
+    """Drain a node: it takes no new work; its jobs finish there."""
+    record = _admin(state_dir, db_url, name, lambda store, _: drain_node(store, name, now=time.time(), by=_who()))
+    click.echo(f"Node {name} is now {record.health.value}: it takes no new work.")
 
 
 @nodes.command()
 @click.argument("name")
-@click.option("--reason", default="returned to service by an operator", show_default=True)
 @state_options
-def ready(name: str, reason: str, state_dir: Path, db_url: str | None) -> None:
+def repair(name: str, state_dir: Path, db_url: str | None) -> None:
     """Return a node to service."""
-    _set_health(state_dir, db_url, name, Health.READY, reason, "NodeReady")
+    record = _admin(state_dir, db_url, name,
+                    lambda store, executor: repair_node(store, executor, name, now=time.time(), by=_who()))
+    click.echo(f"Node {name} is now {record.health.value}.")
+
+
+def _who() -> str:
+    return os.environ.get("USER") or "admin"

@@ -30,6 +30,12 @@ def state_options(fn: F) -> F:
     return fn
 
 
+def executor_dir(state_dir: Path) -> Path:
+    """Where the local executor keeps its pods, logs and work directories (``shoal up`` and the scheduler-only
+    runner alike), so ``shoal nodes fail`` finds the pods of a node."""
+    return state_dir / "executor"
+
+
 def database_url(state_dir: Path, db_url: str | None) -> str:
     if db_url:
         return db_url

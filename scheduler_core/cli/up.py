@@ -15,7 +15,6 @@ import logging
 import os
 import shlex
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +23,8 @@ from pathlib import Path
 import click
 
 from ..config import load_cluster, load_teams
-from .state import DEFAULT_STATE_DIR, database_url, open_state, state_options
+from ..model.durations import parse_duration
+from .state import DEFAULT_STATE_DIR, database_url, executor_dir, open_state, state_options
 
 #: Marks that the first start already printed its admin token (tokens are kept only as hashes).
 ADMIN_MARKER = "admin-token-created"
@@ -39,6 +39,7 @@ class UpOptions:
     host: str
     port: int
     tick_s: float
+    min_run_time_s: float = 1800.0
 
 
 def _store_flags(options: UpOptions) -> str:
@@ -67,10 +68,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api.metrics import CycleTimer, make_registry
     from ..api.server import listen
     from ..auth.tokens import Identity
-    from ..controller import Controller, ControllerConfig
+    from ..controller import ControllerConfig
     from ..executor.local import LocalExecutor
     from ..policy.cycle import run_cycle
-    from ..service.live import LiveController
+    from ..policy.snapshot import PolicyConfig
+    from ..service.live import LiveConfig, LiveController
 
     _, nodes = load_cluster(options.cluster)
     teams = load_teams(options.teams, nodes)
@@ -79,14 +81,16 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     store = open_state(options.state_dir, options.db_url, create=True)
     store.sync_nodes(nodes)
     store.sync_teams(teams.teams)
-    executor = LocalExecutor(options.state_dir, nodes, env=_pod_environment())
-    controller = Controller(store, executor, run_cycle, nodes=nodes, config=ControllerConfig(
-        checkpoint_root=str((options.state_dir / "checkpoints").resolve())))
+    executor = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
+    policy_config = PolicyConfig(min_run_time_s=options.min_run_time_s)
     registry = make_registry(store)
     timer = CycleTimer(registry)
-    live = LiveController(store, controller, executor=executor, tick_s=options.tick_s,
-                          holder=f"{socket.gethostname()}:{os.getpid()}", on_step=timer.observe)
-    service = ApiService(store, wake=live.wake)
+    live = LiveController(
+        store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
+        config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
+        controller_config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())),
+        on_step=lambda _report, seconds: timer.observe(seconds))
+    service = ApiService(store, wake=live.wake, policy_config=policy_config)
     app = make_app(service, TokenAuthenticator(store), write_threads=write_threads_for(url), registry=registry)
     try:
         server, port = listen(app, options.host, options.port)
@@ -102,7 +106,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         admin_token = store.create_token(Identity("admin", teams.teams[0].name, admin=True), now=time.time(),
                                          note="created by the first 'shoal up'")
         marker.write_text(f"an admin token was printed by 'shoal up' at {time.ctime()}\n")
-    live.start()
+    scheduler = asyncio.create_task(live.run())
     if announce:
         _announce(options, port, len(nodes), [t.name for t in teams.teams], admin_token)
 
@@ -117,6 +121,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         server.stop()
         await server.close_all_connections()
         live.stop()
+        await scheduler
         executor.close()
         store.dispose()
 
@@ -129,7 +134,8 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
     flags = _store_flags(options)
     click.echo(f"Shoal is up: API at {url}")
     click.echo(f"  cluster {options.cluster} ({node_count} nodes), teams {', '.join(team_names)}; "
-               f"state in {where}; pods run as local processes, logs in {options.state_dir}/logs/")
+               f"state in {where}; pods run as local processes, logs in "
+               f"{executor_dir(options.state_dir)}/logs/JOB/ATTEMPT/rank-N.log")
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
     click.echo(f"  export SHOAL_TOKEN=$(shoal token create --user $USER --team {team_names[0]}{flags})")
@@ -149,12 +155,19 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
               help="Port of the API (0: any free port).")
 @click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=2.0, show_default=True,
               help="Seconds between scheduling cycles (a submission or cancel wakes it sooner).")
+@click.option("--min-run-time", "min_run_time", default="30m", show_default=True,
+              help="A job admitted less than this ago is preempted only by critical work (e.g. 0s for demos).")
 def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host: str, port: int,
-            tick_s: float) -> None:
+            tick_s: float, min_run_time: str) -> None:
     """Start the API and the scheduler on embedded defaults: SQLite in the state directory, the demo cluster,
     pods as local processes."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per request would drown the scheduler's own messages; refused requests (4xx/5xx) still show.
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
-    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s)))
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        min_run_time_s = parse_duration(min_run_time)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--min-run-time") from None
+    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, min_run_time_s)))

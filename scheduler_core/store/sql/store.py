@@ -109,6 +109,7 @@ class SqlStore(Store, TokenStore):
         self._ids = JobIdGenerator(seed)
         self._ids_lock = threading.Lock()
         self._specs: dict[str, JobSpec] = {}
+        self._records: dict[str, tuple[tuple[Any, ...], JobRecord]] = {}
         self._sweep_ids = JobIdGenerator(seed, prefix=SWEEP_PREFIX)
         self._sweep_specs: dict[str, SweepSpec] = {}
         self._nodes: dict[str, Node] = {}
@@ -317,14 +318,18 @@ class SqlStore(Store, TokenStore):
         if not waits:
             return
 
+        columns = (jobs.c.id, jobs.c.state, jobs.c.wait_reason, jobs.c.wait_message, jobs.c.queue_position,
+                   jobs.c.estimated_start)
+
         def run(conn: Connection) -> None:
             ids = list(dict.fromkeys(wait[0] for wait in waits))
-            current: dict[str, Row[Any]] = {}
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start:start + _CHUNK]
-                for row in conn.execute(select(jobs.c.id, jobs.c.state, jobs.c.wait_reason, jobs.c.wait_message,
-                                               jobs.c.queue_position, jobs.c.estimated_start)
-                                        .where(jobs.c.id.in_(chunk))):
+            # The waits are of pending jobs: read those in one query (a 2,000-long IN list costs more than this),
+            # then the few others by id.
+            current: dict[str, Row[Any]] = {
+                row.id: row for row in conn.execute(select(*columns).where(jobs.c.state == JobState.PENDING.value))}
+            others = [job_id for job_id in ids if job_id not in current]
+            for start in range(0, len(others), _CHUNK):
+                for row in conn.execute(select(*columns).where(jobs.c.id.in_(others[start:start + _CHUNK]))):
                     current[row.id] = row
             missing = [job_id for job_id in ids if job_id not in current]
             if missing:
@@ -618,7 +623,7 @@ class SqlStore(Store, TokenStore):
                 sweep_id=sweep_id, number=row.t_number, job_id=row.id, params=json.loads(row.t_params),
                 state=TrialState(row.t_state), created_at=row.t_created_at, value=row.t_value,
                 intermediate=tuple(values.get(row.t_number, ())), message=row.t_message,
-                finished_at=row.t_finished_at), self._job_record(row)) for row in rows]
+                finished_at=row.t_finished_at), self._build_job_record(row)) for row in rows]
         return self.db.read(run)
 
     def report_trial(self, job_id: str, *, step: int | None, value: float, final: bool,
@@ -807,6 +812,16 @@ class SqlStore(Store, TokenStore):
                           heartbeat_at=row.heartbeat_at, gpu_utilization=row.gpu_utilization)
 
     def _job_record(self, row: Row[Any]) -> JobRecord:
+        # Most rows read in a cycle did not change since the last one: reuse the record built from an equal row.
+        values = tuple(row)
+        cached = self._records.get(row.id)
+        if cached is not None and cached[0] == values:
+            return cached[1]
+        record = self._build_job_record(row)
+        self._records[row.id] = (values, record)
+        return record
+
+    def _build_job_record(self, row: Row[Any]) -> JobRecord:
         spec = self._specs.get(row.id)
         if spec is None:
             spec = self._specs[row.id] = codec.spec_from_json(row.spec)

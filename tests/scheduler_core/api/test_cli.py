@@ -224,19 +224,19 @@ def test_store_commands_refuse_a_state_dir_with_no_state(tmp_path: Path, capsys:
     assert not (tmp_path / "typo").exists()
 
 
-def test_nodes_fail_drain_ready_on_the_store(state: tuple[Path, SqlStore],
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_nodes_fail_drain_repair_on_the_store(state: tuple[Path, SqlStore],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     state_dir, store = state
 
-    assert main(["nodes", "fail", "h100-b0-n01", "--reason", "XID 79", "--state-dir", str(state_dir)]) == 0
+    assert main(["nodes", "fail", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
     assert {r.node.name: r.health for r in store.list_nodes()}["h100-b0-n01"] is Health.REPAIR
     assert main(["nodes", "drain", "h100-b0-n02", "--state-dir", str(state_dir)]) == 0
-    assert main(["nodes", "ready", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
+    assert main(["nodes", "repair", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
     assert main(["nodes", "fail", "h100-zz", "--state-dir", str(state_dir)]) == 2
 
     health = {r.node.name: r.health for r in store.list_nodes()}
     assert (health["h100-b0-n01"], health["h100-b0-n02"]) == (Health.READY, Health.DRAINING)
-    assert [(e.reason, e.node, e.message) for e in store.events()] == [
-        ("NodeFailed", "h100-b0-n01", "XID 79"), ("NodeDraining", "h100-b0-n02", "drained by an operator"),
-        ("NodeReady", "h100-b0-n01", "returned to service by an operator")]
+    assert [(e.kind, e.reason, e.node) for e in store.events()] == [
+        ("node_health", "NodeFailed", "h100-b0-n01"), ("node_health", "Drained", "h100-b0-n02"),
+        ("node_health", "Repaired", "h100-b0-n01")]
     assert "no node 'h100-zz'" in capsys.readouterr().err

@@ -66,15 +66,20 @@ teams:
 SPARE = "b0-n03"
 
 
+_SERVER_OUTPUT: list[str] = []
+
+
 def eventually(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` seconds."""
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` (and showing the end of the server's
+    output) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            tail = "".join(_SERVER_OUTPUT[-40:])
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; shoal up said:\n{tail}")
         time.sleep(0.2)
 
 
@@ -103,11 +108,11 @@ class Up:
 
     def logs(self, job_id: str, rank: int = 0) -> list[str]:
         """Each attempt's log of pod ``rank``, oldest attempt first."""
-        attempts = sorted((self.state / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
+        attempts = sorted((self.state / "executor" / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
         return [(a / f"rank-{rank}.log").read_text() if (a / f"rank-{rank}.log").exists() else "" for a in attempts]
 
     def pods_started(self, job_id: str) -> bool:
-        return (self.state / "pods" / job_id).exists()
+        return (self.state / "executor" / "pods" / job_id).exists()
 
 
 @pytest.fixture
@@ -120,9 +125,11 @@ def up(tmp_path: Path) -> Iterator[Up]:
     env.pop("SHOAL_TOKEN", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler_core.cli.main", "up", "--cluster", str(tmp_path / "cluster.yaml"),
-         "--teams", str(tmp_path / "teams.yaml"), "--state-dir", str(state), "--port", "0", "--tick", "0.5"],
+         "--teams", str(tmp_path / "teams.yaml"), "--state-dir", str(state), "--port", "0", "--tick", "0.5",
+         "--min-run-time", "0s"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    output: list[str] = []
+    output = _SERVER_OUTPUT
+    output.clear()
     url: list[str] = []
 
     def read() -> None:
@@ -150,7 +157,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
 
 def _kill_leftover_pods(state: Path) -> None:
     """Pods outlive the scheduler by design; a failed test must not leave them running."""
-    for pod in (state / "pods").glob("*/*/rank-*/pod.json"):
+    for pod in (state / "executor" / "pods").glob("*/*/rank-*/pod.json"):
         pid = json.loads(pod.read_text()).get("pid", 0)
         if pid:
             try:
@@ -201,7 +208,7 @@ def test_bad_input_is_refused_and_nothing_is_stored_or_started(up: Up) -> None:
     queues = ShoalClient(up.url, admin).queues(states="all").queues
     assert [j.job_id for q in queues for j in q.jobs] == [first.json()["job_id"]]
     ShoalClient(up.url, ana).cancel(first.json()["job_id"])
-    started = sorted(p.name for p in (up.state / "pods").glob("*"))
+    started = sorted(p.name for p in (up.state / "executor" / "pods").glob("*"))
     assert started in ([], [first.json()["job_id"]])
 
 
