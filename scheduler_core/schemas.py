@@ -367,7 +367,8 @@ class ReportRequest(BaseModel):
 
 
 class ReportResponse(_Body):
-    should_stop: bool = Field(description="the trial was pruned, failed or cancelled: stop now")
+    should_stop: bool = Field(description="the trial's job is being stopped (pruned, or its sweep cancelled): "
+                                          "stop now")
     trial: TrialView
 
 

@@ -10,8 +10,8 @@ Each pass, per active sweep, in order:
    checkpoint as the same Optuna trial, and its repeated steps are dropped (Optuna keeps a step's first value).
 3. Optuna is brought up to the scheduler's record: every trial the scheduler holds finished is told to the study
    with the same outcome, and jobs of pruned or failed trials still running are stopped.
-4. The pruner is asked about each trial that reported something new; a pruned trial is recorded PRUNED, told, and
-   its job cancelled in the same pass.
+4. The pruner is asked about each trial that reported something new; a pruned trial is recorded PRUNED, its job
+   cancelled at once, and Optuna told, in the same pass.
 5. The failure budget (``max_failed_trials``) is checked.
 6. New trials are asked and launched while fewer than ``parallelism`` trial jobs are unfinished (a pruned trial's
    job counts until it has exited, so parallelism is never exceeded, not even for a moment).
@@ -147,6 +147,7 @@ class SweepController:
                 reason = f"pruned at step {last} ({sweep.spec.objective.metric} = {trial.intermediate[last]:g})"
                 if self._record(sweep.id, number, TrialState.PRUNED, None, reason, trials):
                     result.pruned.append(number)
+                    self._stop_job(trials, number, result)      # at once, before Optuna is told
             if result.pruned:
                 self._sync(study, sweep, trials, result)
 
@@ -238,10 +239,16 @@ class SweepController:
                 self._forward_reports(study, sweep.id, ft, trial)
                 self._tell(study, sweep.id, ft, trial.state, trial.value, trial.message)
                 result.told.append(number)
-            if trial.state is not TrialState.COMPLETE and not trial.job_finished and not trial.cancel_requested:
-                self.launcher.cancel_job(trial.job_id)
-                result.cancelled_jobs.append(trial.job_id)
-                trials[number] = replace(trial, cancel_requested=True)
+            if trial.state is not TrialState.COMPLETE:
+                self._stop_job(trials, number, result)
+
+    def _stop_job(self, trials: dict[int, TrialInfo], number: int, result: StepResult) -> None:
+        """Cancel a pruned or failed trial's job unless it has ended or is being stopped already."""
+        trial = trials[number]
+        if not trial.job_finished and not trial.cancel_requested:
+            self.launcher.cancel_job(trial.job_id)
+            result.cancelled_jobs.append(trial.job_id)
+            trials[number] = replace(trial, cancel_requested=True)
 
     def _record(self, sweep_id: str, number: int, state: TrialState, value: float | None, message: str,
                 trials: dict[int, TrialInfo]) -> bool:

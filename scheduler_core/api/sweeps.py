@@ -97,7 +97,10 @@ class SweepService:
                             f"{identity.team!r} may not report for it")
         trial, job = self.store.report_trial(job_id, step=request.step, value=request.value, final=request.final,
                                              now=self.api.clock())
-        should_stop = trial.state is not TrialState.ACTIVE or job.cancel_requested or job.state.finished
+        # "Stop" once the job itself is being stopped (the controller cancels a pruned trial's job right after
+        # recording it): a trial that stopped on its own a moment earlier would exit 0 and end SUCCEEDED, not
+        # CANCELLED, so the answer follows the job, never just the trial's record.
+        should_stop = job.cancel_requested or job.state.finished
         return ReportResponse(should_stop=should_stop, trial=trial_view(trial, job))
 
     # -- the sweep controller (admin) ----------------------------------------------------------------------------

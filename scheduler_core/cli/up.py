@@ -73,6 +73,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
+    from ..services import ServiceContext, start_services, stop_services
 
     _, nodes = load_cluster(options.cluster)
     teams = load_teams(options.teams, nodes)
@@ -107,6 +108,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
                                          note="created by the first 'shoal up'")
         marker.write_text(f"an admin token was printed by 'shoal up' at {time.ctime()}\n")
     scheduler = asyncio.create_task(live.run())
+    # Services built on the API (the sweep controller), found as `shoal.services` entry points; the core never
+    # imports them. They act only while this process leads.
+    services = start_services(ServiceContext(
+        api_url=f"http://127.0.0.1:{port}" if options.host in ("0.0.0.0", "") else f"http://{options.host}:{port}",
+        state_dir=options.state_dir, tokens=store, is_leader=lambda: live.is_leader))
     if announce:
         _announce(options, port, len(nodes), [t.name for t in teams.teams], admin_token)
 
@@ -118,6 +124,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         await stop.wait()
     finally:
         click.echo("shoal: stopping (running jobs keep running; the next 'shoal up' adopts them)", err=True)
+        await asyncio.to_thread(stop_services, services)
         server.stop()
         await server.close_all_connections()
         live.stop()

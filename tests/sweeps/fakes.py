@@ -74,10 +74,12 @@ class MemoryLauncher(Launcher):
         job.state = "RUNNING"
 
     def report(self, job_id: str, step: int, value: float) -> bool:
-        """As the API does: keep the first value of a step; answer whether the trial should stop."""
+        """As the API does: keep the first value of a step (of an active trial); answer whether the job is being
+        stopped."""
         trial = self._trial_of(job_id)
-        trial.intermediate.setdefault(step, value)
-        return trial.state is not TrialState.ACTIVE or self.jobs[job_id].cancel_requested
+        if trial.state is TrialState.ACTIVE:
+            trial.intermediate.setdefault(step, value)
+        return self.jobs[job_id].cancel_requested
 
     def finish(self, job_id: str, value: float) -> None:
         trial = self._trial_of(job_id)

@@ -135,7 +135,9 @@ def test_reports_reach_the_trial_and_say_when_to_stop(api: Harness) -> None:
         api.client("alice").report(job_id, 0.1, step=1)
     other = add(api, sweep.sweep_id, 1, lr=0.05)
     api.client("root").finish_trial(sweep.sweep_id, 1, "PRUNED", message="pruned at step 0")
-    assert bob.report(other, 3.0, step=1).should_stop
+    assert not bob.report(other, 3.0, step=1).should_stop      # the answer follows the job: not stopped yet
+    api.client("root").cancel(other)
+    assert bob.report(other, 3.0, step=2).should_stop
     final = bob.report(job_id, 0.4, final=True)
     assert final.trial.state == "COMPLETE" and final.trial.value == 0.4
     with pytest.raises(StateConflict, match="already ended as COMPLETE"):
