@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import click
 import httpx
 
+from ..cli.state import executor_dir
 from .sweep import sweep_spec
 
 T = TypeVar("T")
@@ -125,7 +126,7 @@ def measure(*, trials: int = 500, window_s: float = 30.0, timeout_s: float = 600
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        for pod in (state / "pods").glob("*/*/rank-*/pod.json"):
+        for pod in (executor_dir(state) / "pods").glob("*/*/rank-*/pod.json"):
             pid = json.loads(pod.read_text()).get("pid", 0)
             if pid:
                 try:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from scheduler_core.cli.state import executor_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
@@ -69,7 +71,7 @@ class Up:
         return result.stdout.strip()
 
     def logs(self, job_id: str, rank: int = 0) -> list[str]:
-        attempts = sorted((self.state / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
+        attempts = sorted((executor_dir(self.state) / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
         return [(a / f"rank-{rank}.log").read_text() if (a / f"rank-{rank}.log").exists() else "" for a in attempts]
 
 
@@ -123,7 +125,7 @@ def start_up(tmp: Path, *extra: str) -> Iterator[Up]:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        for pod in (state / "pods").glob("*/*/rank-*/pod.json"):
+        for pod in (executor_dir(state) / "pods").glob("*/*/rank-*/pod.json"):
             pid = json.loads(pod.read_text()).get("pid", 0)
             if pid:
                 try:
