@@ -6,9 +6,13 @@ production), named ``shoal-<sweep id>``, so ``optuna-dashboard <storage url>`` o
 
 from __future__ import annotations
 
+import sqlite3
 import warnings
+from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import event
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -17,6 +21,8 @@ from scheduler_core.model.sweep import (
     CategoricalParam, FloatParam, GridSampler, HyperbandPruner, IntParam, MedianPruner, NoPruner, RandomSampler,
     SweepSpec, TpeSampler,
 )
+
+from .storage import WriterStorage
 
 STUDY_PREFIX = "shoal-"
 
@@ -89,8 +95,27 @@ def _study_attrs(sweep_id: str, spec: SweepSpec) -> dict[str, Any]:
 
 
 def make_storage(url: str) -> optuna.storages.BaseStorage:
-    """An RDB storage for ``url``; SQLite gets a busy timeout so a dashboard reading it never fails a write."""
+    """The controller's storage for ``url``: Optuna's RDB storage (SQLite gets a busy timeout, so a dashboard
+    reading the file never fails a write), read through ``WriterStorage``'s copy — the controller is its
+    studies' only writer, and asking 500 running trials' study must not re-read them all each time."""
     engine_kwargs: dict[str, Any] = {}
+    sqlite_file = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 30}
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    if sqlite_file and sqlite_file != ":memory:":
+        # WAL (kept by the file): a write is a cheap append, not a synced rewrite — Optuna commits after every
+        # parameter and attribute — and readers such as optuna-dashboard never block the controller.
+        Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(sqlite_file)) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
+    backend = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    if sqlite_file:
+        event.listen(backend.engine, "connect", _synchronous_normal)
+        backend.engine.dispose()     # connections made before the listener reconnect with it
+    return WriterStorage(backend)
+
+
+def _synchronous_normal(dbapi_connection: Any, _record: Any) -> None:
+    """With WAL, NORMAL syncs at checkpoints only: a crash keeps the database whole and may lose the last
+    transactions, which the controller repairs from the scheduler's record on its next pass."""
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
