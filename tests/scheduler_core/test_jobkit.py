@@ -249,10 +249,11 @@ TRAINER = textwrap.dedent("""
     print("ready", step, flush=True)
     while True:
         time.sleep(0.01)
-        if jobkit.should_checkpoint():
+        stop = jobkit.should_stop()  # read once: a SIGTERM landing mid-step still gets its checkpoint
+        if stop or jobkit.should_checkpoint():
             jobkit.save(step, {"state": str(step).encode()})
             print("saved", step, flush=True)
-        if jobkit.should_stop():
+        if stop:
             sys.exit(0)
         step += 1
 """)

@@ -88,6 +88,7 @@ class _Taken(Container[str]):
 _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
        checkpoints.c.bytes.label("ck_bytes"), checkpoints.c.written_at.label("ck_written_at"),
        checkpoints.c.verified.label("ck_verified"), checkpoints.c.cost_s.label("ck_cost_s")]
+_INSERT_EVENT = insert(events)
 _JOB_SELECT = select(jobs, *_CK).select_from(
     jobs.outerjoin(checkpoints, jobs.c.last_checkpoint_id == checkpoints.c.id))
 # The submission path's statements, built once with bound parameters: building a statement per call (``.values``,
@@ -415,18 +416,27 @@ class SqlStore(Store, TokenStore):
                             units=row.units) for row in rows]
 
     def append_event(self, event: Event) -> Event:
-        def run(conn: Connection) -> Event:
+        return self.append_events([event])[0]
+
+    def append_events(self, events_: Sequence[Event]) -> list[Event]:
+        if not events_:
+            return []
+
+        def run(conn: Connection) -> list[Event]:
             if self.db.is_postgres:
                 # Ids come from a sequence, which hands them out before commit; holding this lock to commit
                 # makes ids become visible in order, so a reader paging with ``after_id`` never skips one.
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENTS_LOCK_KEY})
-            event_id = _new_id(conn.execute(insert(events).values(
-                at=event.at, kind=event.kind, reason=event.reason, message=event.message, job_id=event.job_id,
-                node=event.node, team=event.team, data=json.dumps(event.data, sort_keys=True, default=str),
-            )))
-            return Event(at=event.at, kind=event.kind, reason=event.reason, message=event.message,
-                         job_id=event.job_id, node=event.node, team=event.team, data=dict(event.data),
-                         id=int(event_id))
+            stored = []
+            for event in events_:
+                event_id = _new_id(conn.execute(_INSERT_EVENT, {
+                    "at": event.at, "kind": event.kind, "reason": event.reason, "message": event.message,
+                    "job_id": event.job_id, "node": event.node, "team": event.team,
+                    "data": json.dumps(event.data, sort_keys=True, default=str)}))
+                stored.append(Event(at=event.at, kind=event.kind, reason=event.reason, message=event.message,
+                                    job_id=event.job_id, node=event.node, team=event.team, data=dict(event.data),
+                                    id=event_id))
+            return stored
         return self.db.write(run)
 
     def events(self, *, job_id: str | None = None, after_id: int | None = None,
