@@ -35,6 +35,8 @@ ENV_TRIAL_NUMBER = "SHOAL_TRIAL_NUMBER"
 ENV_API_URL = "SHOAL_API_URL"
 ENV_API_TOKEN = "SHOAL_API_TOKEN"
 ENV_JOB_ID = "SHOAL_JOB_ID"
+#: How long ``report`` keeps retrying an unreachable scheduler (default 30 s; ``finish`` waits ten times as long).
+ENV_TIMEOUT = "SHOAL_TRIAL_TIMEOUT_S"
 
 _MISSING: Any = object()
 
@@ -83,7 +85,7 @@ def report(step: int, value: float) -> bool:
         print(f"[trial] step {step}: {value}", file=sys.stderr)
         return False
     try:
-        answer = _post(body, deadline_s=30.0)
+        answer = _post(body, deadline_s=_timeout())
     except TrialError as exc:
         if exc.status == 409:
             return True
@@ -94,14 +96,15 @@ def report(step: int, value: float) -> bool:
 
 def finish(value: float) -> bool:
     """Record the final objective: the trial is complete. Returns ``False`` if the trial had already ended (pruned,
-    or its sweep cancelled), in which case the value is not recorded. Retries for up to ``deadline_s`` seconds
-    before raising ``TrialError``: the final value is what the trial was run for."""
+    or its sweep cancelled), in which case the value is not recorded. Retries an unreachable scheduler for ten
+    times as long as ``report`` does (5 minutes by default) before raising ``TrialError``: the final value is what
+    the trial was run for."""
     body = {"value": _finite(value), "final": True}
     if not _connected():
         print(f"[trial] final: {value}", file=sys.stderr)
         return True
     try:
-        _post(body, deadline_s=300.0)
+        _post(body, deadline_s=10 * _timeout())
     except TrialError as exc:
         if exc.status == 409:
             return False
@@ -110,6 +113,10 @@ def finish(value: float) -> bool:
 
 
 # -- plumbing ----------------------------------------------------------------------------------------------------
+def _timeout() -> float:
+    return float(os.environ.get(ENV_TIMEOUT) or 30.0)
+
+
 def _connected() -> bool:
     return all(os.environ.get(name) for name in (ENV_API_URL, ENV_API_TOKEN, ENV_JOB_ID))
 

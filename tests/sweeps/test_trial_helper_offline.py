@@ -61,3 +61,22 @@ def test_bad_reports_are_refused(step: float, value: float, words: str) -> None:
 def test_a_diverged_final_value_is_refused() -> None:
     with pytest.raises(ValueError, match="finite"):
         trial.finish(float("nan"))
+
+
+def _closed_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_scheduler(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Progress reports are advisory: training goes on; the final value is not, so finish raises in the end."""
+    monkeypatch.setenv("SHOAL_API_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("SHOAL_API_TOKEN", "t")
+    monkeypatch.setenv("SHOAL_JOB_ID", "job_1")
+    monkeypatch.setenv("SHOAL_TRIAL_TIMEOUT_S", "0.3")
+    assert trial.report(3, 0.5) is False
+    assert "could not report step 3" in capsys.readouterr().err
+    with pytest.raises(trial.TrialError, match="did not answer"):
+        trial.finish(0.5)
