@@ -36,6 +36,7 @@ from scheduler_core.errors import Conflict, ValidationFailed
 from scheduler_core.model.sweep import SweepState, TrialState
 
 from .launcher import Launcher, SweepInfo, TrialInfo
+from .storage import WriterStorage
 from .study import distributions, open_study
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,10 @@ class SweepController:
         return study
 
     def _forget(self, sweep_id: str) -> None:
-        self._studies.pop(sweep_id, None)
+        """A sweep no longer active: drop its study and, from a ``WriterStorage``, the study's copy."""
+        study = self._studies.pop(sweep_id, None)
+        if study is not None and isinstance(self.storage, WriterStorage):
+            self.storage.forget_study(study._study_id)
         for key in [k for k in self._live if k[0] == sweep_id]:
             del self._live[key]
 

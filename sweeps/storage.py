@@ -51,10 +51,7 @@ class WriterStorage(BaseStorage):
 
     def delete_study(self, study_id: int) -> None:
         self.backend.delete_study(study_id)
-        with self._lock:
-            for trial_id in self._numbers.pop(study_id, {}).values():
-                self._trials.pop(trial_id, None)
-                self._study_of.pop(trial_id, None)
+        self.forget_study(study_id)
 
     def set_study_user_attr(self, study_id: int, key: str, value: Any) -> None:
         self.backend.set_study_user_attr(study_id, key, value)
@@ -154,6 +151,13 @@ class WriterStorage(BaseStorage):
 
     def remove_session(self) -> None:
         self.backend.remove_session()
+
+    def forget_study(self, study_id: int) -> None:
+        """Drop a study's copy (a closed sweep's): the database keeps it; a later read loads it again."""
+        with self._lock:
+            for trial_id in self._numbers.pop(study_id, {}).values():
+                self._trials.pop(trial_id, None)
+                self._study_of.pop(trial_id, None)
 
     # -- the copy -----------------------------------------------------------------------------------------------
     def _load(self, study_id: int) -> None:

@@ -344,3 +344,19 @@ def test_one_sweeps_error_does_not_stop_the_others(storage: object) -> None:
     assert bad == "sw-1"
     results = SweepController(launcher, storage).run_once()  # type: ignore[arg-type]
     assert bad not in results and results[good].launched == [0, 1]
+
+
+def test_a_closed_sweeps_study_copy_is_dropped(tmp_path: Path) -> None:
+    from sweeps.study import make_storage
+    from sweeps.storage import WriterStorage
+
+    launcher = MemoryLauncher()
+    storage = make_storage(f"sqlite:///{tmp_path / 'sweeps.db'}")
+    assert isinstance(storage, WriterStorage)
+    controller = SweepController(launcher, storage)
+    sweep_id = launcher.create(make_sweep().trials(2).parallel(2).build())
+    drive(launcher, controller, sweep_id, steps=2)
+    assert storage._numbers                       # the copy of the study that just closed
+    controller.run_once()                         # no active sweep any more
+    assert storage._numbers == {} and storage._trials == {}
+    assert len(study_of(f"sqlite:///{tmp_path / 'sweeps.db'}", sweep_id).trials) == 2

@@ -39,3 +39,13 @@ def test_other_readers_see_every_write(tmp_path: Path) -> None:
     assert dashboard.trials[0].value == 0.25 and study.best_value == 0.25
     again = optuna.load_study(study_name="s", storage=WriterStorage(RDBStorage(url)))   # after a restart
     assert again.trials[0].value == 0.25 and again.trials[0].params == trial.params
+
+
+def test_a_forgotten_study_is_read_again_from_the_database(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    storage = WriterStorage(RDBStorage(url))
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.tell(study.ask({"x": optuna.distributions.FloatDistribution(0, 1)}), 0.5)
+    storage.forget_study(study._study_id)
+    assert storage._numbers == {} and storage._trials == {}
+    assert [t.value for t in study.trials] == [0.5]
