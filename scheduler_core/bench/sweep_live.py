@@ -65,7 +65,9 @@ def measure(*, trials: int = 500, window_s: float = 30.0, timeout_s: float = 600
     env.pop("SHOAL_URL", None)
     env.pop("SHOAL_TOKEN", None)
     cli = [sys.executable, "-m", "scheduler_core.cli.main"]
-    proc = subprocess.Popen([*cli, "up", "--state-dir", str(state), "--port", "0"], env=env,
+    from ..cli.up import command as up_command
+    hub = ["--no-hub"] if any(p.name == "no_hub" for p in up_command.params) else []
+    proc = subprocess.Popen([*cli, "up", "--state-dir", str(state), "--port", "0", *hub], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     output: list[str] = []
     urls: list[str] = []

@@ -86,6 +86,13 @@ def _entry_point_shim(where: Path) -> Path | None:
     return where
 
 
+def no_hub() -> list[str]:
+    """``--no-hub`` where ``shoal up`` starts JupyterHub by default: these tests need the scheduler only."""
+    from scheduler_core.cli.up import command
+
+    return ["--no-hub"] if any(p.name == "no_hub" for p in command.params) else []
+
+
 def start_up(tmp: Path, *extra: str) -> Iterator[Up]:
     state = tmp / "state"
     paths = [str(ROOT)]
@@ -98,7 +105,7 @@ def start_up(tmp: Path, *extra: str) -> Iterator[Up]:
         env.pop(name, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler_core.cli.main", "up", "--state-dir", str(state), "--port", "0",
-         "--tick", "0.5", *extra],
+         "--tick", "0.5", *no_hub(), *extra],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     output: list[str] = []
     urls: list[str] = []
