@@ -151,24 +151,26 @@ def test_a_preempted_trial_resumes_as_the_same_optuna_trial(up: Up, bob: ShoalCl
     assert final.state == "SUCCEEDED", final.message
 
     trials = bob.trials(sweep.sweep_id).trials
-    [preempted] = [t for t in trials if t.preemptions]
-    assert preempted.state == "COMPLETE" and preempted.job_state == "SUCCEEDED"
-    assert [step for step, _ in preempted.intermediate] == list(range(epochs))
-    logs = up.logs(preempted.job_id)
-    assert len(logs) == 2 and "checkpointed, will resume" in logs[0]
-    resumed_at = int(logs[1].split("resumed from epoch ")[1].split()[0])
-    assert 0 <= resumed_at < epochs - 1
-    # Resumed from the checkpoint, it ends exactly where an uninterrupted run does.
-    argv = [f"--{k}={v}" for k, v in preempted.params.items()] + ["--epochs", str(epochs)]
-    code = f"from sweeps.examples import mlp; print(repr(mlp.train(mlp.parse({argv!r}))))"
-    fresh = subprocess.run([sys.executable, "-c", code], env=up.env, capture_output=True, text=True, check=True)
-    assert preempted.value == pytest.approx(float(fresh.stdout.strip().splitlines()[-1]), abs=1e-9)
-
+    preempted = [t for t in trials if t.preemptions]
+    assert preempted
     study = optuna.load_study(study_name=study_name(sweep.sweep_id), storage=up.storage_url)
     assert len(study.trials) == 3 and all(t.state is OptunaState.COMPLETE for t in study.trials)
-    same = study.trials[preempted.number]
-    assert same.user_attrs["job_id"] == preempted.job_id and same.params == preempted.params
-    assert same.value == preempted.value and sorted(same.intermediate_values) == list(range(epochs))
+    for trial in preempted:
+        assert trial.state == "COMPLETE" and trial.job_state == "SUCCEEDED"
+        assert [step for step, _ in trial.intermediate] == list(range(epochs))
+        logs = up.logs(trial.job_id)
+        assert len(logs) == 1 + trial.preemptions and "checkpointed, will resume" in logs[0]
+        resumed_at = int(logs[1].split("resumed from epoch ")[1].split()[0])
+        assert 0 <= resumed_at < epochs - 1
+        # Resumed from the checkpoint, it ends exactly where an uninterrupted run does.
+        argv = [f"--{k}={v}" for k, v in trial.params.items()] + ["--epochs", str(epochs)]
+        code = f"from sweeps.examples import mlp; print(repr(mlp.train(mlp.parse({argv!r}))))"
+        fresh = subprocess.run([sys.executable, "-c", code], env=up.env, capture_output=True, text=True, check=True)
+        assert trial.value == pytest.approx(float(fresh.stdout.strip().splitlines()[-1]), abs=1e-9)
+        # ... as the same Optuna trial: its number, its job, its parameters, every step reported once.
+        same = study.trials[trial.number]
+        assert same.user_attrs["job_id"] == trial.job_id and same.params == trial.params
+        assert same.value == trial.value and sorted(same.intermediate_values) == list(range(epochs))
 
 
 def test_a_500_trial_sweep_is_accepted_at_once_and_cancelled(up: Up, bob: ShoalClient) -> None:
