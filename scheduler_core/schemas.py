@@ -68,6 +68,8 @@ class PodView(_Body):
     rank: int
     node: str
     units: list[int] = Field(description="indices into the node's units of the placement's flavour")
+    devices: list[str] = Field(default_factory=list,
+                               description="the pod's CUDA_VISIBLE_DEVICES entries: GPU indices or MIG-… UUIDs")
 
 
 class PlacementView(_Body):
@@ -185,6 +187,8 @@ class NodeView(_Body):
     free: dict[str, int]
     jobs: list[str] = Field(description="jobs on the node (other teams' jobs are shown to admins only)")
     heartbeat_at: datetime | None
+    gpu_utilization: float | None = Field(default=None,
+                                          description="percent, from the executor's latest heartbeat; null if none")
 
 
 class NodeList(_Body):
@@ -237,6 +241,24 @@ class UsageReport(_Body):
     until: datetime
     rows: list[UsageRow]
     totals: list[UsageTotal]
+
+
+# -- pod logs -------------------------------------------------------------------------------------------------------
+
+class LogChunk(_Body):
+    """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: what one pod printed, read on from byte ``offset``.
+
+    Read again with ``offset=next_offset`` to follow the pod. ``eof`` is true once the job has finished and
+    nothing is left to read. ``attempt`` names the launch the text belongs to (a restart starts a new log).
+    """
+
+    job_id: str
+    rank: int
+    attempt: int | None = Field(description="the launch this log belongs to; null before the job first starts")
+    offset: int
+    next_offset: int
+    text: str
+    eof: bool
 
 
 # -- who am I -------------------------------------------------------------------------------------------------------
@@ -377,7 +399,7 @@ __all__ = [
     "ReportRequest", "ReportResponse", "SweepList", "SweepStateName", "SweepView", "TrialCounts", "TrialList",
     "TrialStateName", "TrialView",
     "AdmittedAsName", "CheckpointView", "ErrorDetail", "ErrorResponse", "EventList", "EventView", "FINISHED_STATES",
-    "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "NodeList", "NodeView", "PlacementView", "PodView",
-    "QueueEntry", "QueueList", "QueueView", "QuotaView", "SubmitResponse", "UsageReport", "UsageRow", "UsageTotal",
-    "WhoAmI", "utc",
+    "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "LogChunk", "NodeList", "NodeView", "PlacementView",
+    "PodView", "QueueEntry", "QueueList", "QueueView", "QuotaView", "SubmitResponse", "UsageReport", "UsageRow",
+    "UsageTotal", "WhoAmI", "utc",
 ]

@@ -19,10 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import BaseModel
 
 from ..auth.tokens import Identity
-from ..errors import ShoalError, Unauthorized
+from ..errors import NotFound, ShoalError, Unauthorized
+from ..schemas import FINISHED_STATES, LogChunk
 from ..store.records import JobState
 from .auth import Authenticator, bearer_token
 from .errors import BadRequest, error_body, plain_error, status_of
+from .logs import PodLogReader
 from .service import ACTIVE_STATES, ApiService
 
 log = logging.getLogger("shoal.api")
@@ -38,6 +40,7 @@ class ApiContext:
     write_pool: Executor
     registry: CollectorRegistry
     openapi: dict[str, Any]
+    logs: PodLogReader | None = None
 
 
 class BaseHandler(tornado.web.RequestHandler):
@@ -175,7 +178,9 @@ class JobsHandler(BaseHandler):
             raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable characters",
                              fields={"Idempotency-Key": "1–255 printable characters"})
         payload = self.json_body()
-        self.send(await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key), 202)
+        reply = await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key)
+        self.set_header("Location", f"/v1/jobs/{reply.job_id}")
+        self.send(reply, 202)
 
 
 class JobHandler(BaseHandler):
@@ -183,9 +188,38 @@ class JobHandler(BaseHandler):
         self.send(await self.call(self.ctx.service.job, self.identity, job_id))
 
 
+class JobLogsHandler(BaseHandler):
+    """What one pod printed, from ``offset`` on. The job's state is read first: ``eof`` is only claimed for output
+    read after the job was seen finished, so a follower never stops before the last line."""
+
+    async def get(self, job_id: str) -> None:
+        view = await self.call(self.ctx.service.job, self.identity, job_id)
+        rank = self.int_arg("rank", 0)
+        offset = self.int_arg("offset", 0)
+        assert rank is not None and offset is not None
+        if rank >= view.spec.pods:
+            raise BadRequest(f"job {job_id} has ranks 0 to {view.spec.pods - 1}, not {rank}",
+                             fields={"rank": f"must be below {view.spec.pods}"})
+        if self.ctx.logs is None:
+            raise NotFound("this scheduler's executor keeps no pod logs it can serve")
+        read = await self.call(self.ctx.logs.read, job_id, rank, offset)
+        self.send(LogChunk(job_id=job_id, rank=rank, attempt=read.attempt, offset=offset,
+                           next_offset=read.next_offset, text=read.text,
+                           eof=view.state in FINISHED_STATES and read.at_end))
+
+
 class JobCancelHandler(BaseHandler):
     async def post(self, job_id: str) -> None:
-        self.send(await self.call_write(self.ctx.service.cancel, self.identity, job_id), 202)
+        """An optional body ``{"reason": "..."}`` says why (at most 500 characters); it is kept with the job."""
+        reason = ""
+        if self.request.body.strip():
+            body = self.json_body()
+            value = body.get("reason", "") if isinstance(body, dict) else None
+            if not isinstance(value, str) or len(value) > 500:
+                raise BadRequest("the cancel body is {\"reason\": \"...\"} with at most 500 characters",
+                                 fields={"reason": "a string of at most 500 characters"})
+            reason = value.strip()
+        self.send(await self.call_write(self.ctx.service.cancel, self.identity, job_id, reason), 202)
 
 
 class JobCheckpointHandler(BaseHandler):

@@ -9,7 +9,7 @@ Hot spares are left out: they run only gangs restarted after a failure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..model.cluster import Node
 from ..model.job import JobSpec, TopologyLevel
@@ -30,6 +30,8 @@ class ClusterLimits:
 
     nodes_by_flavour: Mapping[str, tuple[_NodeUnits, ...]]
     teams: Mapping[str, TeamConfig]
+    # Answers depend only on the fixed facts above; every submission asks again, so keep them.
+    _fits: dict[tuple[str, int, TopologyLevel | None], int] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, nodes: Iterable[Node], teams: Iterable[TeamConfig]) -> ClusterLimits:
@@ -47,19 +49,24 @@ class ClusterLimits:
     def max_pods(self, flavour: str, units_per_pod: int, level: TopologyLevel | None) -> int:
         """The most pods of ``units_per_pod`` that fit at once on an empty cluster, inside one domain of ``level``
         (``None``: anywhere)."""
+        key = (flavour, units_per_pod, level)
+        known = self._fits.get(key)
+        if known is not None:
+            return known
         per_domain: dict[str, int] = {}
         for node in self.nodes_by_flavour.get(flavour, ()):
             fit = node.units // units_per_pod
             if level is TopologyLevel.NODE:
-                key = node.name
+                domain = node.name
             elif level is TopologyLevel.LEAF:
-                key = node.leaf
+                domain = node.leaf
             elif level is TopologyLevel.BLOCK:
-                key = node.block
+                domain = node.block
             else:
-                key = ""
-            per_domain[key] = per_domain.get(key, 0) + fit
-        return max(per_domain.values(), default=0)
+                domain = ""
+            per_domain[domain] = per_domain.get(domain, 0) + fit
+        self._fits[key] = best = max(per_domain.values(), default=0)
+        return best
 
     def team_ceiling(self, team: TeamConfig, flavour: str) -> int:
         """The most units of ``flavour`` the team may ever hold: its nominal quota plus what it may borrow from

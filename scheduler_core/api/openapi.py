@@ -18,8 +18,8 @@ from .. import __version__
 from ..model.job import JobSpec
 from ..model.sweep import SweepSpec
 from ..schemas import (AddTrialRequest, ErrorResponse, EventList, FinishSweepRequest, FinishTrialRequest, JobView,
-                       NodeList, QueueList, QueueView, QuotaView, ReportRequest, ReportResponse, SubmitResponse,
-                       SweepList, SweepView, TrialList, TrialView, UsageReport, WhoAmI)
+                       LogChunk, NodeList, QueueList, QueueView, QuotaView, ReportRequest, ReportResponse,
+                       SubmitResponse, SweepList, SweepView, TrialList, TrialView, UsageReport, WhoAmI)
 
 _REF = "#/components/schemas/{model}"
 Method = Literal["get", "post"]
@@ -63,6 +63,11 @@ _ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | No
      [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
     ("/v1/jobs/{job_id}:checkpoint", "post", "Ask a running job to checkpoint now (e.g. before maintenance)",
      [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
+    ("/v1/jobs/{job_id}/logs", "get", "What one pod printed (its latest attempt), read on from a byte offset",
+     [_JOB_ID, _query("rank", "the pod's rank (default 0)", {"type": "integer", "minimum": 0}),
+      _query("offset", "byte offset to read from; pass the last answer's next_offset", {"type": "integer",
+                                                                                       "minimum": 0})],
+     None, 200, LogChunk, (400, 401, 403, 404)),
     ("/v1/queues", "get", "Every queue the caller may read (their team's; all for an admin)",
      [_STATE], None, 200, QueueList, (400, 401)),
     ("/v1/queues/{team}", "get", "A team's queue with position, reason and estimated start",

@@ -68,6 +68,7 @@ class ApiService:
         self.teams: dict[str, TeamConfig] = {team.name: team for team in self.store.list_teams()}
         self.limits = ClusterLimits.build(nodes, self.teams.values())
         self.block_of = {node.name: node.block for node in nodes}
+        self.node_by_name = {node.name: node for node in nodes}
         # The policy's own yardsticks, so the fair-share value shown is the one the cycle orders teams by.
         self.requests = SnapshotBuilder(nodes, self.policy_config)
         self.capacity = cluster_capacity(NodeState.from_node(node) for node in nodes)
@@ -94,13 +95,17 @@ class ApiService:
     def job(self, identity: Identity, job_id: str) -> JobView:
         return self._job_view(self._visible_job(identity, job_id))
 
-    def cancel(self, identity: Identity, job_id: str) -> JobView:
+    def cancel(self, identity: Identity, job_id: str, reason: str = "") -> JobView:
+        """``reason`` (the idle reaper's, say) is kept in the ``CancelRequested`` event, where the job's owner
+        reads why it was stopped."""
         record = self._visible_job(identity, job_id)
         now = self.clock()
         updated = self.store.request_cancel(record.id, now)
         if updated != record:
+            message = f"cancel requested by {identity.user}" + (f": {reason}" if reason else "")
             self.store.append_event(Event(at=now, kind="request", reason="CancelRequested", job_id=record.id,
-                                          team=record.team, message=f"cancel requested by {identity.user}"))
+                                          team=record.team, message=message,
+                                          data={"reason": reason} if reason else {}))
         self._wake()
         return self._job_view(updated)
 
@@ -232,7 +237,7 @@ class ApiService:
     def _job_view(self, record: JobRecord) -> JobView:
         ledger = self.store.usage(team=record.team, since=record.submitted_at)
         seconds = accounting.job_gpu_seconds(record.id, ledger, record, self.clock())
-        return views.job_view(record, block_of=self.block_of, gpu_seconds=seconds)
+        return views.job_view(record, block_of=self.block_of, gpu_seconds=seconds, nodes=self.node_by_name)
 
 
 def parse_spec(payload: Any) -> JobSpec:

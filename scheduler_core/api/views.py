@@ -5,19 +5,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..job_env import visible_devices
+from ..model.cluster import Node
 from ..policy.snapshot import Placement
 from ..schemas import (CheckpointView, EventView, JobView, NodeView, PlacementView, PodView, QueueEntry,
                        SubmitResponse, utc)
 from ..store.records import CheckpointRecord, Event, JobRecord, NodeRecord
 
 
-def placement_view(placement: Placement, block_of: Mapping[str, str]) -> PlacementView:
+def placement_view(placement: Placement, block_of: Mapping[str, str],
+                   nodes: Mapping[str, Node] | None = None) -> PlacementView:
     names = list(placement.nodes)
     blocks = list(dict.fromkeys(block_of.get(name, "?") for name in names))
     return PlacementView(
         flavour=placement.flavour, blocks=blocks, nodes=len(names), node_names=names,
-        pods=[PodView(rank=rank, node=pod.node, units=list(pod.units)) for rank, pod in enumerate(placement.pods)],
+        pods=[PodView(rank=rank, node=pod.node, units=list(pod.units),
+                      devices=_devices(nodes, pod.node, placement.flavour, pod.units))
+              for rank, pod in enumerate(placement.pods)],
     )
+
+
+def _devices(nodes: Mapping[str, Node] | None, node: str, flavour: str, units: tuple[int, ...]) -> list[str]:
+    """What the executor puts in the pod's ``CUDA_VISIBLE_DEVICES`` (the same pure function computes both)."""
+    if nodes is None or node not in nodes or flavour not in nodes[node].devices:
+        return []
+    return visible_devices(nodes[node], flavour, units).split(",")
 
 
 def checkpoint_view(checkpoint: CheckpointRecord | None) -> CheckpointView | None:
@@ -34,14 +46,15 @@ def submit_response(record: JobRecord) -> SubmitResponse:
                           estimated_start=utc(record.estimated_start))
 
 
-def job_view(record: JobRecord, *, block_of: Mapping[str, str], gpu_seconds: float) -> JobView:
+def job_view(record: JobRecord, *, block_of: Mapping[str, str], gpu_seconds: float,
+             nodes: Mapping[str, Node] | None = None) -> JobView:
     submitted = utc(record.submitted_at)
     assert submitted is not None
     return JobView(
         job_id=record.id, name=record.spec.name, team=record.team, user=record.user, kind=record.spec.kind.value,
         state=record.state.value,
         admitted_as=record.admitted_as.value if record.admitted_as is not None else None,
-        placement=placement_view(record.placement, block_of) if record.placement is not None else None,
+        placement=placement_view(record.placement, block_of, nodes) if record.placement is not None else None,
         restarts=record.restarts, infra_restarts=record.infra_restarts, preemptions=record.preemptions,
         last_checkpoint=checkpoint_view(record.last_checkpoint), gpu_hours_used=round(gpu_seconds / 3600.0, 6),
         submitted_at=submitted, admitted_at=utc(record.admitted_at), started_at=utc(record.started_at),
@@ -83,7 +96,7 @@ def node_view(record: NodeRecord, *, allocated: Mapping[str, int], jobs: list[st
         health_reason=record.health_reason, spare=node.spare, small_jobs=node.small_jobs, capacity=capacity,
         allocated={f: allocated.get(f, 0) for f in capacity},
         free={f: capacity[f] - allocated.get(f, 0) for f in capacity},
-        jobs=jobs, heartbeat_at=utc(record.heartbeat_at),
+        jobs=jobs, heartbeat_at=utc(record.heartbeat_at), gpu_utilization=record.gpu_utilization,
     )
 
 

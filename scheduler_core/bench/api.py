@@ -41,11 +41,12 @@ def _serve(url: str, conn: multiprocessing.connection.Connection) -> None:
     """The server process: the API on a fresh store with the demo cluster and teams, one token for the load."""
     from ..api import ApiService, TokenAuthenticator, make_app
     from ..api.app import write_threads_for
-    from ..api.server import listen
+    from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
     from ..config import load_cluster, load_teams
     from ..store.sql import open_store
 
+    favour_latency()
     store = open_store(url)
     _, nodes = load_cluster("demo")
     store.sync_nodes(nodes)

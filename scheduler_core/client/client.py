@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..model.job import JobSpec
 from ..model.sweep import Choice, SweepSpec
-from ..schemas import (FINISHED_STATES, FINISHED_SWEEP_STATES, ErrorResponse, EventList, JobView, NodeList,
+from ..schemas import (FINISHED_STATES, FINISHED_SWEEP_STATES, ErrorResponse, EventList, JobView, LogChunk, NodeList,
                        QueueList, QueueView, QuotaView, ReportResponse, SubmitResponse, SweepList, SweepView,
                        TrialList, TrialView, UsageReport, WhoAmI)
 from .config import ClientConfig
@@ -78,12 +78,16 @@ class _calls:
         return _Call("GET", _job(job_id), JobView)
 
     @staticmethod
-    def cancel(job_id: str) -> _Call[JobView]:
-        return _Call("POST", _job(job_id) + ":cancel", JobView)
+    def cancel(job_id: str, reason: str | None = None) -> _Call[JobView]:
+        return _Call("POST", _job(job_id) + ":cancel", JobView, body={"reason": reason} if reason else None)
 
     @staticmethod
     def checkpoint(job_id: str) -> _Call[JobView]:
         return _Call("POST", _job(job_id) + ":checkpoint", JobView)
+
+    @staticmethod
+    def logs(job_id: str, rank: int, offset: int) -> _Call[LogChunk]:
+        return _Call("GET", _job(job_id) + "/logs", LogChunk, params={"rank": str(rank), "offset": str(offset)})
 
     @staticmethod
     def queue(team: str, states: str | list[str] | tuple[str, ...] | None) -> _Call[QueueView]:
@@ -232,11 +236,15 @@ class ShoalClient:
     def job(self, job_id: str) -> JobView:
         return self._send(_calls.job(job_id))
 
-    def cancel(self, job_id: str) -> JobView:
-        return self._send(_calls.cancel(job_id))
+    def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        return self._send(_calls.cancel(job_id, reason))
 
     def checkpoint(self, job_id: str) -> JobView:
         return self._send(_calls.checkpoint(job_id))
+
+    def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk:
+        """What pod ``rank`` printed from byte ``offset`` on; read again from ``next_offset`` to follow it."""
+        return self._send(_calls.logs(job_id, rank, offset))
 
     def queue(self, team: str, *, states: str | list[str] | None = None) -> QueueView:
         return self._send(_calls.queue(team, states))
@@ -347,11 +355,14 @@ class AsyncShoalClient:
     async def job(self, job_id: str) -> JobView:
         return await self._send(_calls.job(job_id))
 
-    async def cancel(self, job_id: str) -> JobView:
-        return await self._send(_calls.cancel(job_id))
+    async def cancel(self, job_id: str, *, reason: str | None = None) -> JobView:
+        return await self._send(_calls.cancel(job_id, reason))
 
     async def checkpoint(self, job_id: str) -> JobView:
         return await self._send(_calls.checkpoint(job_id))
+
+    async def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk:
+        return await self._send(_calls.logs(job_id, rank, offset))
 
     async def queue(self, team: str, *, states: str | list[str] | None = None) -> QueueView:
         return await self._send(_calls.queue(team, states))

@@ -47,11 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         loss *= 0.98
         jobkit.report_step_time(time.monotonic() - began)
         periodic = args.save_every > 0 and step > 0 and step % args.save_every == 0
-        if periodic or jobkit.should_checkpoint():
+        # Read the stop flag once: a SIGTERM landing between two checks must still be saved before exiting.
+        stop = jobkit.should_stop()
+        if periodic or stop or jobkit.should_checkpoint():
             jobkit.save(step, {"state.json": json.dumps({"step": step, "loss": loss}).encode()})
             if rank == 0:
                 print(f"rank {rank}: checkpoint at step {step} (loss {loss:.4f})", flush=True)
-        if jobkit.should_stop():
+        if stop:
             print(f"rank {rank}: SIGTERM: saved step {step}, exiting", flush=True)
             return 0
         step += 1

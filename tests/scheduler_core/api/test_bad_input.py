@@ -128,6 +128,7 @@ def test_a_repeated_idempotency_key_with_another_body_is_409_and_stores_nothing_
     other = api.http("POST", "/v1/jobs", json={**VALID, "pods": 3}, headers={"Idempotency-Key": "k-1"})
 
     assert first.status_code == 202 and again.status_code == 202
+    assert first.headers["Location"] == f"/v1/jobs/{first.json()['job_id']}"
     assert again.json()["job_id"] == first.json()["job_id"]
     assert other.status_code == 409
     assert other.json()["error"]["code"] == "conflict"

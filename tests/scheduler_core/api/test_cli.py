@@ -240,3 +240,19 @@ def test_nodes_fail_drain_repair_on_the_store(state: tuple[Path, SqlStore],
         ("node_health", "NodeFailed", "h100-b0-n01"), ("node_health", "Drained", "h100-b0-n02"),
         ("node_health", "Repaired", "h100-b0-n01")]
     assert "no node 'h100-zz'" in capsys.readouterr().err
+
+
+def test_up_refuses_a_port_in_use_and_an_unknown_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["up", "--port", str(port), "--state-dir", str(tmp_path / "a")])
+        err = capsys.readouterr().err
+        assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err and err.count("shoal: error") == 1
+
+    code = main(["up", "--cluster", "nosuch", "--state-dir", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no built-in cluster named 'nosuch'" in err

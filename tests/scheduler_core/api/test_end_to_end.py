@@ -126,7 +126,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler_core.cli.main", "up", "--cluster", str(tmp_path / "cluster.yaml"),
          "--teams", str(tmp_path / "teams.yaml"), "--state-dir", str(state), "--port", "0", "--tick", "0.5",
-         "--min-run-time", "0s"],
+         "--min-run-time", "0s", "--no-hub"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     output = _SERVER_OUTPUT
     output.clear()
