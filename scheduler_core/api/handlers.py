@@ -19,10 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import BaseModel
 
 from ..auth.tokens import Identity
-from ..errors import ShoalError, Unauthorized
+from ..errors import NotFound, ShoalError, Unauthorized
+from ..schemas import FINISHED_STATES, LogChunk
 from ..store.records import JobState
 from .auth import Authenticator, bearer_token
 from .errors import BadRequest, error_body, plain_error, status_of
+from .logs import PodLogReader
 from .service import ACTIVE_STATES, ApiService
 
 log = logging.getLogger("shoal.api")
@@ -38,6 +40,7 @@ class ApiContext:
     write_pool: Executor
     registry: CollectorRegistry
     openapi: dict[str, Any]
+    logs: PodLogReader | None = None
 
 
 class BaseHandler(tornado.web.RequestHandler):
@@ -183,6 +186,26 @@ class JobsHandler(BaseHandler):
 class JobHandler(BaseHandler):
     async def get(self, job_id: str) -> None:
         self.send(await self.call(self.ctx.service.job, self.identity, job_id))
+
+
+class JobLogsHandler(BaseHandler):
+    """What one pod printed, from ``offset`` on. The job's state is read first: ``eof`` is only claimed for output
+    read after the job was seen finished, so a follower never stops before the last line."""
+
+    async def get(self, job_id: str) -> None:
+        view = await self.call(self.ctx.service.job, self.identity, job_id)
+        rank = self.int_arg("rank", 0)
+        offset = self.int_arg("offset", 0)
+        assert rank is not None and offset is not None
+        if rank >= view.spec.pods:
+            raise BadRequest(f"job {job_id} has ranks 0 to {view.spec.pods - 1}, not {rank}",
+                             fields={"rank": f"must be below {view.spec.pods}"})
+        if self.ctx.logs is None:
+            raise NotFound("this scheduler's executor keeps no pod logs it can serve")
+        read = await self.call(self.ctx.logs.read, job_id, rank, offset)
+        self.send(LogChunk(job_id=job_id, rank=rank, attempt=read.attempt, offset=offset,
+                           next_offset=read.next_offset, text=read.text,
+                           eof=view.state in FINISHED_STATES and read.at_end))
 
 
 class JobCancelHandler(BaseHandler):

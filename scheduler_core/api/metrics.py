@@ -53,8 +53,6 @@ def free_shapes(nodes: Iterable[NodeRecord], allocated: Mapping[tuple[str, str],
             best_node[flavour] = max(best_node.get(flavour, 0), left)
             if left == capacity:
                 whole_by_block.setdefault((flavour, node.block), []).append(capacity)
-            else:
-                whole_by_block.setdefault((flavour, node.block), [])
     shapes: dict[str, FreeShape] = {}
     for flavour, units in free.items():
         blocks = [v for (f, _), v in whole_by_block.items() if f == flavour]

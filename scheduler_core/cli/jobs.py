@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..client import ShoalClient
 from ..model.job import JobSpec
-from ..schemas import JobView, QueueEntry
+from ..schemas import JobView, QueueEntry, QueueList
 from .table import hours, render, when
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -185,13 +185,11 @@ def _queue_row(team: str, job: QueueEntry) -> list[object]:
 def queue(team: str | None, states: str | None, as_json: bool) -> None:
     """Pending and running jobs, in queue order, with reason and estimated start."""
     with client() as api:
-        queues = [api.queue(team, states=states)] if team else api.queues(states=states).queues
+        listing = QueueList(queues=[api.queue(team, states=states)]) if team else api.queues(states=states)
     if as_json:
-        if team:
-            emit_json(queues[0])
-        else:
-            click.echo("{\"queues\": [" + ", ".join(q.model_dump_json() for q in queues) + "]}")
+        emit_json(listing.queues[0] if team else listing)
         return
+    queues = listing.queues
     rows = [_queue_row(q.team, job) for q in queues for job in q.jobs]
     click.echo(render(["JOB", "TEAM", "NAME", "USER", "STATE", "SHAPE", "POS", "REASON/AS", "EST.START"], rows))
 

@@ -89,6 +89,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api.app import write_threads_for
     from ..api.auth import Authenticator
     from ..api.hub_auth import HubAuthenticator
+    from ..api.logs import PodLogReader
     from ..api.metrics import CycleTimer, make_registry
     from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
@@ -97,6 +98,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
+    from ..services import ServiceContext, start_services, stop_services
 
     favour_latency()
     from ..executor.base import Executor
@@ -137,7 +139,8 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         chain.append(HubAuthenticator(options.hub_api_url, service_name=SERVICE_NAME, teams=lambda: service.teams,
                                       admin_services=ADMIN_SERVICES))
     authenticator = ChainAuthenticator(chain)
-    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry)
+    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry,
+                   logs=PodLogReader(executor.state_dir / "logs"))
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:
@@ -166,6 +169,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
             executor.close()
             store.dispose()
             raise
+    # Services built on the API (the sweep controller), found as `shoal.services` entry points; the core never
+    # imports them. They act only while this process leads.
+    services = start_services(ServiceContext(
+        api_url=f"http://127.0.0.1:{port}" if options.host in ("0.0.0.0", "") else f"http://{options.host}:{port}",
+        state_dir=options.state_dir, tokens=store, is_leader=lambda: live.is_leader))
     if announce:
         where = (f"pods run in namespace {options.kube.namespace} of the Kubernetes cluster"
                  if options.kube is not None else
@@ -182,7 +190,8 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         await stop.wait()
     finally:
         click.echo("shoal: stopping (running jobs keep running; the next 'shoal up' adopts them)", err=True)
-        if hub is not None:  # first, while the API still answers: the hub stops its notebooks, freeing the slices
+        await asyncio.to_thread(stop_services, services)
+        if hub is not None:  # while the API still answers: the hub stops its notebooks, freeing the slices
             await asyncio.to_thread(hub.stop)
         server.stop()
         await server.close_all_connections()
@@ -232,7 +241,7 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
     click.echo(f"  cluster {cluster} ({node_count} nodes), teams {', '.join(team_names)}; state in {store}; {where}")
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
-    click.echo(f"  export SHOAL_TOKEN=$(shoal token create --user $USER --team {team_names[0]}{flags})")
+    click.echo(f"  export SHOAL_TOKEN=$(shoal token create --team {team_names[0]}{flags})")
     click.echo("  shoal submit deploy/examples/two-pods.yaml && shoal queue")
     if admin_token is not None:
         click.echo(f"An admin token (shown once, may act on every team): {admin_token}")

@@ -99,6 +99,7 @@ class _Class:
     misses: list[tuple[int, str, Pool, Verdict, Miss]]
     min_limit: float
     quota: tuple[int, ...]
+    refused: list[tuple[str, Reason]] = field(default_factory=list)
 
 
 class _Cycle:
@@ -139,6 +140,10 @@ class _Cycle:
         self._classes: dict[tuple[object, ...], _Class] = {}
         #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
         self._holdings: list[tuple[float, str, str, int]] = []
+        #: (start, team, flavour, units) of each reservation, for the quota side of backfill; those a job
+        #: being processed would overlap if it started now.
+        self._quota_holds: list[tuple[float, str, str, int]] = []
+        self._held_now: list[tuple[str, str, int]] = []
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -210,7 +215,13 @@ class _Cycle:
                 if known.misses:
                     self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
                                         is_small(request, self.config.small_job_max_units))
+                elif known.refused:
+                    self._reserve_after_quota(pending, waiting, known.refused)
                 return
+        # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
+        #    not take the quota a reservation needs, any more than its nodes).
+        end = self.now + request.time_limit_s
+        self._held_now = [(team, f, units) for start, team, f, units in self._quota_holds if end > start]
         outcome = self._process(pending)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
@@ -241,15 +252,20 @@ class _Cycle:
         options: list[tuple[str, Pool, Verdict]] = []
         refused: list[tuple[str, Reason | None, bool]] = []
         best: tuple[int, int, Reason, str] | None = None
-        for index, (f, pool) in enumerate(shaped):
-            verdict = self.ledger.verdict(request, f)
-            if verdict.admitted_as is None:
-                assert verdict.reason is not None
-                best = _better(best, index, verdict.reason, verdict.message)
-                if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                    refused.append((f, verdict.reason, False))
-            else:
-                options.append((f, pool, verdict))
+        undo = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            for index, (f, pool) in enumerate(shaped):
+                verdict = self.ledger.verdict(request, f)
+                if verdict.admitted_as is None:
+                    assert verdict.reason is not None
+                    best = _better(best, index, verdict.reason, verdict.message)
+                    if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                        refused.append((f, verdict.reason, False))
+                else:
+                    options.append((f, pool, verdict))
+        finally:
+            if undo is not None:
+                undo()
         if not options:
             assert best is not None
             return self._refuse(pending, quota, best[2], best[3], refused)
@@ -292,7 +308,10 @@ class _Cycle:
                 plan_for: list[tuple[str, Reason | None, bool]] | None = None) -> _Class:
         waiting = self._wait(pending, reason, message)
         waiting.plan_for = plan_for or []
-        return _Class(reason, message, waiting.plan_for, [], 0.0, quota)
+        refused = [(f, r) for f, r, _ in waiting.plan_for if r is not None]
+        if refused:
+            self._reserve_after_quota(pending, waiting, refused)
+        return _Class(reason, message, waiting.plan_for, [], 0.0, quota, refused)
 
     def _context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
@@ -338,9 +357,9 @@ class _Cycle:
         occupy(self.cap, pool, request, placement, end)
         self.ledger.add(request, pool.flavour, admitted_as)
         if admitted_as is not AdmittedAs.SCAVENGER:
-            self._holdings.append((end, request.team, pool.flavour, request.units))
+            self._holding(end, request.team, pool.flavour, request.units)
         self._add_alloc(request, pool.flavour, +1)
-        self.timeline.set_until(request, placement, end)
+        self.timeline.set_until(request, placement, end, extend=True)
         self.admits.append(Admit(request.id, placement, admitted_as,
                                  backfill=self.blocked_reservations > 0))
 
@@ -353,8 +372,7 @@ class _Cycle:
         """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
         self.ledger.add(request, flavour, admitted_as)
         if admitted_as is not AdmittedAs.SCAVENGER:
-            self._holdings.append((self.now + request.grace_s + request.time_limit_s, request.team, flavour,
-                                   request.units))
+            self._holding(self.now + request.grace_s + request.time_limit_s, request.team, flavour, request.units)
         self._add_alloc(request, flavour, +1)
 
     def _hold(self, request: JobRequest, slot: Slot) -> None:
@@ -457,9 +475,14 @@ class _Cycle:
         if not eligible:
             self._no_victims.add(key)
             return False
-        target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
-        search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
-        found = search.run(eligible)
+        undo = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
+            search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
+            found = search.run(eligible)
+        finally:
+            if undo is not None:
+                undo()
         if found is None:
             self._no_victims.add(key)
             return False
@@ -516,15 +539,50 @@ class _Cycle:
 
     # -- reservations ----------------------------------------------------------------------------------------
 
+    def _may_reserve(self, pending: PendingJob) -> bool:
+        """The first ``max_reservations`` blocked jobs in cycle order hold their plan; long waiters up to
+        twice that. Scavenger work never reserves."""
+        limit = self.config.max_reservations
+        starving = self.now - pending.queued_at >= self.config.starvation_after_s
+        return (pending.request.priority_class is not PriorityClass.SCAVENGER
+                and self.blocked_reservations < (2 * limit if starving else limit))
+
+    def _reserve(self, pending: PendingJob, waiting: _Waiting, slot: Slot) -> None:
+        request = pending.request
+        self.blocked_reservations += 1
+        self._hold(request, slot)
+        self._quota_holds.append((slot.start, request.team, slot.flavour, request.units))
+        self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
+        waiting.estimate = slot.start
+        waiting.planned = True
+        waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
+
+    def _reserve_after_quota(self, pending: PendingJob, waiting: _Waiting, refused: list[tuple[str, Reason]]) -> None:
+        """A job held back by quota that its team's (or cohort's) jobs free at a known time is planned in its
+        place in the queue like any other: reserved from when both quota and nodes allow."""
+        if not self._may_reserve(pending):
+            return
+        request = pending.request
+        best: Slot | None = None
+        for flavour, reason in refused:
+            if flavour not in self.cap.pools:
+                continue
+            quota_free = self._quota_clock().free_at(request, flavour, reason)
+            if quota_free is None:
+                continue
+            slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, self.now),
+                                          widen_at=self._widen_at(pending))
+            if slot is not None and (best is None or slot.start < best.start):
+                best = slot
+        if best is not None:
+            self._reserve(pending, waiting, best)
+
     def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
                        misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
         """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
         when that costs less). Returns True when it preempted instead."""
         request = pending.request
-        limit = self.config.max_reservations
-        starving = self.now - pending.queued_at >= self.config.starvation_after_s
-        if (request.priority_class is PriorityClass.SCAVENGER
-                or self.blocked_reservations >= (2 * limit if starving else limit)):
+        if not self._may_reserve(pending):
             return False
         best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
         for entry in misses:
@@ -544,12 +602,7 @@ class _Cycle:
                     return True
         if best is None:
             return False
-        slot = best[2]
-        self.blocked_reservations += 1
-        self._hold(request, slot)
-        waiting.estimate = slot.start
-        waiting.planned = True
-        waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
+        self._reserve(pending, waiting, best[2])
         return False
 
     # -- phase 5 ---------------------------------------------------------------------------------------------
@@ -576,6 +629,11 @@ class _Cycle:
 
     # -- phase 6 ---------------------------------------------------------------------------------------------
 
+    def _holding(self, end: float, team: str, flavour: str, units: int) -> None:
+        self._holdings.append((end, team, flavour, units))
+        if self._clock is not None:
+            self._clock.add(end, team, flavour, units)
+
     def _quota_clock(self) -> QuotaClock:
         if self._clock is None:
             holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
@@ -594,20 +652,26 @@ class _Cycle:
                 continue
             request = waiting.job.request
             best: Slot | None = None
+            reclaim_at: float | None = None
             for flavour, quota_reason, reclaim in waiting.plan_for:
+                if reclaim:
+                    # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
+                    at = self._reclaim_after(request, flavour)
+                    reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
+                    continue
+                not_before = self.now
                 if quota_reason is not None:
-                    not_before = self._quota_clock().free_at(request, flavour, quota_reason)
-                    if not_before is None:
+                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason)
+                    if quota_free is None:
                         continue
-                elif reclaim:
-                    not_before = self._reclaim_after(request, flavour)
-                else:
-                    not_before = self.now
+                    not_before = quota_free
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
                                               widen_at=self._widen_at(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):
                     best = slot
-            if best is not None:
+            if reclaim_at is not None and (best is None or reclaim_at <= best.start):
+                waiting.estimate = reclaim_at
+            elif best is not None:
                 self.timeline.book(best, request.time_limit_s)
                 waiting.estimate = best.start
 

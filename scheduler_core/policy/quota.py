@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import math
+from bisect import insort
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..model.job import PriorityClass
 from .decisions import Reason
@@ -69,16 +70,18 @@ class QuotaLedger:
         lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
         return max(0, min(lendable, quota.nominal - usage)), max(0, usage - quota.nominal)
 
-    def _change(self, team: str, flavour: str, delta: int) -> None:
+    def _change(self, team: str, flavour: str, delta: int, bump: bool = True) -> None:
         key = (team, flavour)
         before = self.usage.get(key, 0)
         after = before + delta
         self.usage[key] = after
-        self.version[team] = self.version.get(team, 0) + 1
         state = self.teams.get(team)
+        if bump:
+            self.version[team] = self.version.get(team, 0) + 1
+            if state is not None:
+                self.version["cohort:" + state.cohort] = self.version.get("cohort:" + state.cohort, 0) + 1
         if state is None:
             return
-        self.version["cohort:" + state.cohort] = self.version.get("cohort:" + state.cohort, 0) + 1
         offer0, borrow0 = self.terms(team, flavour, before)
         offer1, borrow1 = self.terms(team, flavour, after)
         pkey = (state.cohort, flavour)
@@ -91,6 +94,17 @@ class QuotaLedger:
     def remove(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         if admitted_as is not AdmittedAs.SCAVENGER:
             self._change(request.team, flavour, -request.units)
+
+    def hold(self, held: list[tuple[str, str, int]]) -> Callable[[], None]:
+        """Count reserved jobs' units as used (for a job that would still run when they start); returns the
+        undo. Versions do not move: a reservation only ever makes quota tighter."""
+        for team, flavour, units in held:
+            self._change(team, flavour, units, bump=False)
+
+        def undo() -> None:
+            for team, flavour, units in held:
+                self._change(team, flavour, -units, bump=False)
+        return undo
 
     def pool_after(self, team: str, flavour: str, units: int) -> int:
         """The cohort's pool if ``team`` took ``units`` more of ``flavour``."""
@@ -159,12 +173,25 @@ class QuotaClock:
         self.ledger = ledger
         self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
         for end, team, flavour, units in holdings:
-            state = ledger.teams.get(team)
-            cohort = state.cohort if state else "team:" + team
-            self.ends.setdefault((cohort, flavour), []).append((end, team, units))
+            self.ends.setdefault(self._key(team, flavour), []).append((end, team, units))
         for rows in self.ends.values():
             rows.sort()
         self._cache: dict[tuple[str, str, int, Reason, bool], float | None] = {}
+        self.extra: dict[tuple[str, str], int] = {}
+
+    def _key(self, team: str, flavour: str) -> tuple[str, str]:
+        state = self.ledger.teams.get(team)
+        return (state.cohort if state else "team:" + team, flavour)
+
+    def add(self, end: float, team: str, flavour: str, units: int) -> None:
+        """Something new holds quota until ``end`` (an admission later in the cycle)."""
+        insort(self.ends.setdefault(self._key(team, flavour), []), (end, team, units))
+        self._cache.clear()
+
+    def reserve(self, end: float, team: str, flavour: str, units: int) -> None:
+        """A reservation holds quota from now (no holes, like its nodes) until ``end``."""
+        self.extra[(team, flavour)] = self.extra.get((team, flavour), 0) + units
+        self.add(end, team, flavour, units)
 
     def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
         """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
@@ -184,9 +211,13 @@ class QuotaClock:
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
             if limit is None or request.units > limit:
                 return None
-        usage = {team: ledger.usage.get((team, flavour), 0) for team in ledger.members.get(state.cohort, [])}
-        usage.setdefault(request.team, ledger.usage.get((request.team, flavour), 0))
-        pool = ledger.pool.get((state.cohort, flavour), 0)
+        members = ledger.members.get(state.cohort, [])
+        usage = {team: ledger.usage.get((team, flavour), 0) + self.extra.get((team, flavour), 0)
+                 for team in set(members) | {request.team}}
+        pool = 0
+        for team in members:
+            offer, borrow = ledger.terms(team, flavour, usage[team])
+            pool += offer - borrow
 
         def fits() -> bool:
             after = usage[request.team] + request.units

@@ -25,6 +25,7 @@ from scheduler_core.store.sql import open_store
 from scheduler_core.store.records import JobRecord
 
 from ..runtime_builders import cluster_nodes, team_configs
+from ..sql_support import fresh_pg_database
 
 #: 2026-10-27T00:00:00Z: a fixed, readable instant for the fake clock.
 T0 = 1793059200.0
@@ -85,15 +86,18 @@ IDENTITIES = {
 }
 
 
-def start_harness(backend: str = "memory", tmp_path: Path | None = None) -> Harness:
-    """``backend``: ``memory`` (``MemoryStore`` and ``MemoryTokenStore``) or ``sqlite`` (one ``SqlStore`` for both,
-    in ``tmp_path``), so the API's reads are checked against the records each store really returns."""
+def start_harness(backend: str = "memory", tmp_path: Path | None = None, database_url: str | None = None) -> Harness:
+    """``backend``: ``memory`` (``MemoryStore`` and ``MemoryTokenStore``), ``sqlite`` (one ``SqlStore`` for both, in
+    ``tmp_path``) or ``postgres`` (on ``database_url``), so the API's reads are checked against the records each
+    store really returns."""
     clock = Clock()
     store: Store
     tokens: TokenStore
-    if backend == "sqlite":
-        assert tmp_path is not None
-        sql = open_store(f"sqlite:///{tmp_path / 'api.db'}", seed=1)
+    if backend in ("sqlite", "postgres"):
+        assert tmp_path is not None or backend == "postgres"
+        url = f"sqlite:///{tmp_path / 'api.db'}" if backend == "sqlite" else database_url
+        assert url is not None
+        sql = open_store(url, seed=1)
         store, tokens = sql, sql
     else:
         store, tokens = MemoryStore(seed=1), MemoryTokenStore()
@@ -109,7 +113,14 @@ def start_harness(backend: str = "memory", tmp_path: Path | None = None) -> Harn
 
 
 def running_harness(backend: str = "memory", tmp_path: Path | None = None) -> Iterator[Harness]:
-    harness = start_harness(backend, tmp_path)
+    if backend == "postgres":
+        with fresh_pg_database("shoal_api") as url:
+            yield from _serve_harness(start_harness(backend, tmp_path, url))
+        return
+    yield from _serve_harness(start_harness(backend, tmp_path))
+
+
+def _serve_harness(harness: Harness) -> Iterator[Harness]:
     try:
         yield harness
     finally:

@@ -14,8 +14,9 @@ from scheduler_core.store.records import CheckpointRecord, JobState
 from ..runtime_builders import make_spec, whole_nodes
 from .harness import T0, Harness
 
-#: Both stores: the views must read the records each one really returns.
-pytestmark = pytest.mark.parametrize("api", ["memory", "sqlite"], indirect=True)
+#: Every store: the views must read the records each one really returns.
+pytestmark = pytest.mark.parametrize(
+    "api", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
 def test_submit_stores_the_job_wakes_the_controller_and_answers_at_once(api: Harness) -> None:

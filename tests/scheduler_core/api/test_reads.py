@@ -15,8 +15,9 @@ from scheduler_core.store.records import Event, JobState
 from ..runtime_builders import make_spec, place, whole_nodes
 from .harness import T0, Harness
 
-#: Both stores: the views must read the records each one really returns.
-pytestmark = pytest.mark.parametrize("api", ["memory", "sqlite"], indirect=True)
+#: Every store: the views must read the records each one really returns.
+pytestmark = pytest.mark.parametrize(
+    "api", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
 def test_queue_lists_pending_jobs_in_queue_order_then_running_ones(api: Harness) -> None:
