@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from . import handlers as h
 from . import sweep_handlers as sh
 from .auth import Authenticator
-from .logs import PodLogReader
+from .logs import LogReader
 from .metrics import make_registry
 from .service import ApiService
 from .sweeps import SweepService
@@ -29,7 +29,7 @@ def write_threads_for(database_url: str) -> int:
 
 
 def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
-             registry: CollectorRegistry | None = None, logs: PodLogReader | None = None,
+             registry: CollectorRegistry | None = None, logs: LogReader | None = None,
              **settings: Any) -> tornado.web.Application:
     """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
     ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).

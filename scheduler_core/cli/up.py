@@ -89,7 +89,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api.app import write_threads_for
     from ..api.auth import Authenticator
     from ..api.hub_auth import HubAuthenticator
-    from ..api.logs import PodLogReader
+    from ..api.logs import LogReader, PodLogReader
     from ..api.metrics import CycleTimer, make_registry
     from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
@@ -103,15 +103,19 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     favour_latency()
     from ..executor.base import Executor
     executor: Executor
+    logs: LogReader
     checkpoint_root = str((options.state_dir / "checkpoints").resolve())
     if options.kube is not None:
+        from ..kube.logs import KubePodLogReader
         from ..kube.setup import connect
         kube = connect(options.kube)
         nodes, executor = kube.nodes, kube.executor
+        logs = KubePodLogReader(kube.executor.core.api_client, kube.executor.namespace)
         checkpoint_root = options.kube.checkpoint_root or checkpoint_root
     else:
         _, nodes = load_cluster(options.cluster)
-        executor = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
+        local = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
+        executor, logs = local, PodLogReader(local.state_dir / "logs")
     teams = load_teams(options.teams, nodes)
     options.state_dir.mkdir(parents=True, exist_ok=True)
     url = database_url(options.state_dir, options.db_url)
@@ -139,8 +143,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         chain.append(HubAuthenticator(options.hub_api_url, service_name=SERVICE_NAME, teams=lambda: service.teams,
                                       admin_services=ADMIN_SERVICES))
     authenticator = ChainAuthenticator(chain)
-    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry,
-                   logs=PodLogReader(executor.state_dir / "logs"))
+    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry, logs=logs)
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:

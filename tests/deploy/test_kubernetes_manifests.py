@@ -181,6 +181,7 @@ def used_by_shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[se
 
     from hub_spawner.kube import NotebookSecrets
     from scheduler_core.executor.base import PodEventKind
+    from scheduler_core.kube.logs import KubePodLogReader
 
     from ..scheduler_core.executor_contract import Behaviour, Watch
     from ..scheduler_core.kube.harness import NAMESPACE, KubeHarness
@@ -191,6 +192,8 @@ def used_by_shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[se
         harness.executor.launch(harness.request("job_rbac", Behaviour.RUNS_UNTIL_SIGNALLED))
         watch.until(watch.all_ranks("job_rbac", PodEventKind.STARTED, 2), "the gang to start")
         harness.executor.request_checkpoint("job_rbac")
+        reader = KubePodLogReader(harness.cluster.api_client(), NAMESPACE)
+        watch.until(lambda: "from step" in reader.read("job_rbac", 0, 0).text, "rank 0's output")   # %%gpujob
         second = harness.reopen()
         second.adopt({"job_rbac"})
         second.terminate("job_rbac", harness.grace_s)

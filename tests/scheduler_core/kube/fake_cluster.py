@@ -9,7 +9,8 @@ inventory and the spawner use, with the semantics they rely on:
   metadata, delete. Deleting a pod honours ``gracePeriodSeconds`` (``0``: removed at once; otherwise marked with a
   ``deletionTimestamp`` for the kubelet to stop it), ``preconditions.uid`` (``409`` when it names another pod), and
   removes a pod that never ran or already ended at once. Deleting an owner deletes its dependents (the garbage
-  collector, background propagation), each with its own grace period.
+  collector, background propagation), each with its own grace period. A pod's ``log`` (its process's output, with
+  ``limitBytes``).
 * **watches** with resource versions: events after the given version, then new ones until ``timeoutSeconds``;
   a version older than the retained history (``history`` events, or ``compact()``) gets the ``410 Gone`` ERROR event.
 * **the kubelet** of each node runs a bound pod's container command as a local process with the pod's environment
@@ -544,12 +545,13 @@ class FakeCluster:
             running.popen.wait(5)
 
     def log(self, namespace: str, name: str) -> str:
-        """The pod's output (stdout and stderr of its process), for a failing test's message."""
-        def read() -> str:
-            pod = self._get("pods", namespace, name)
-            path = self.workdir / "pods" / f"{name}-{pod['metadata']['uid'][:8]}" / "log"
-            return path.read_text() if path.exists() else ""
-        return self._on_loop(read)
+        """The pod's output (stdout and stderr of its process)."""
+        return self._on_loop(lambda: self._log_bytes(namespace, name).decode(errors="replace"))
+
+    def _log_bytes(self, namespace: str, name: str) -> bytes:
+        pod = self._get("pods", namespace, name)
+        path = self.workdir / "pods" / f"{name}-{pod['metadata']['uid'][:8]}" / "log"
+        return path.read_bytes() if path.exists() else b""
 
 
 def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
@@ -598,6 +600,8 @@ class _Handler(tornado.web.RequestHandler):
         namespace = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
+        if rest[:1] == ["pods"] and len(rest) == 3 and rest[2] == "log":
+            return "pods/log", namespace, rest[1]
         if not rest or rest[0] not in KINDS or len(rest) > 2:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource: /{path}")
         resource = rest[0]
@@ -627,6 +631,14 @@ class _Handler(tornado.web.RequestHandler):
                 await self._watch(resource, namespace)
                 return
             store = self.cluster
+            if resource == "pods/log":
+                assert name is not None and namespace is not None
+                store._get("pods", namespace, name)
+                data = store._log_bytes(namespace, name)
+                limit = self.get_argument("limitBytes", None)
+                self.set_header("Content-Type", "text/plain")
+                self.finish(data[:int(limit)] if limit is not None else data)
+                return
             if verb == "list":
                 selector = self.get_argument("labelSelector", None)
                 items = [copy.deepcopy(o) for o in store._all(resource, namespace)

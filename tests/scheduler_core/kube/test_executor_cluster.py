@@ -13,6 +13,7 @@ from scheduler_core.errors import ShoalError
 from scheduler_core.executor.base import PodEventKind
 from scheduler_core.kube import names
 from scheduler_core.kube.executor import KubeUnavailable
+from scheduler_core.kube.logs import KubePodLogReader
 from scheduler_core.model import Health, JobKind
 
 from ..executor_contract import Behaviour, Watch
@@ -211,3 +212,22 @@ def test_an_adopting_executor_does_not_report_again_what_was_reported(harness: K
     second.terminate("job_adopt", 0)
     again.until(lambda: bool(again.of("job_adopt", PodEventKind.EXITED)), "rank 0 to be killed")
     assert [(e.rank, e.kind) for e in again.events] == [(0, PodEventKind.EXITED)]
+
+
+# -- pod output -----------------------------------------------------------------------------------------------------
+
+def test_pod_output_is_read_from_an_offset_for_followers(harness: KubeHarness) -> None:
+    program = "print('first line', flush=True); print('é' * 3, flush=True); import time; time.sleep(60)"
+    started(harness, "job_logs", program, pods=1)
+    reader = KubePodLogReader(harness.cluster.api_client(), NAMESPACE)
+    watch = Watch(harness)
+    watch.until(lambda: reader.read("job_logs", 0, 0).text.endswith("ééé\n"), "the output")
+    whole = reader.read("job_logs", 0, 0)
+    assert (whole.text, whole.attempt, whole.next_offset, whole.at_end) == ("first line\nééé\n", 0, 18, True)
+    cut = reader.read("job_logs", 0, 11, limit=4)          # 'é' is two bytes: a character is never cut in half
+    assert (cut.text, cut.next_offset, cut.at_end) == ("éé", 15, False)
+    assert reader.read("job_logs", 0, cut.next_offset).text == "é\n"
+    nothing = reader.read("job_never", 0, 0)
+    assert (nothing.text, nothing.attempt, nothing.at_end) == ("", None, True)
+    harness.executor.terminate("job_logs", 0)
+    watch.until(watch.ended("job_logs", 1), "the pod to stop")

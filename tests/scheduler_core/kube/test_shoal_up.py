@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
 import pytest
 
 from scheduler_core.client import ShoalClient
@@ -95,6 +96,10 @@ def test_shoal_up_runs_a_gang_as_pods_on_the_nodes_it_chose(tmp_path: Path, clus
             chosen = sorted(pod.node for pod in running.placement.pods)  # type: ignore[union-attr]
             assert sorted(p["spec"]["nodeName"] for p in pods) == chosen
             assert {p["metadata"]["ownerReferences"][0]["name"] for p in pods} == {names.gang_name(job_id)}
+            logs = f"{url}/v1/jobs/{job_id}/logs?rank=0&offset=0"
+            headers = {"Authorization": f"Bearer {made.stdout.strip()}"}
+            eventually(lambda: "rank 0 from step 0" in httpx.get(logs, headers=headers).json()["text"],
+                       "rank 0's output through the API", output)
             client.cancel(job_id, reason="done here")
             done = eventually(lambda: (v := client.job(job_id)).state == "CANCELLED" and v, "the cancel", output)
             assert done.exit_code == 0                     # it checkpointed within its grace and exited 0
