@@ -145,19 +145,30 @@ class KubernetesExecutor(Executor):
         self.core = client.CoreV1Api(api_client)
         self.nodes: dict[str, Node] = {node.name: node for node in nodes}
         self._clock = clock
+        self._gangs: dict[str, _Gang] = {}
+        self._retries: dict[str, _Retry] = {}
+        self._last_collect = float("-inf")
+        self._warned_no_shared = False
+        self._open(start)
+
+    def _open(self, start: bool = True) -> None:
+        """Watches and a worker pool of its own; made again when a closed executor is used again (a scheduler
+        that lost the lease closes its executor, and may lead again later with the same one)."""
+        config = self.config
         timing = partial(Reflector, watch_timeout_s=config.watch_timeout_s, resync_s=config.resync_s,
                          request_timeout_s=config.request_timeout_s)
         self.pods = timing("pods", partial(self.core.list_namespaced_pod, self.namespace),
                            label_selector=names.managed_selector())
         self.node_watch = timing("nodes", self.core.list_node, label_selector=config.labels.selector)
-        self._gangs: dict[str, _Gang] = {}
-        self._retries: dict[str, _Retry] = {}
-        self._last_collect = float("-inf")
         self._pool = ThreadPoolExecutor(max_workers=max(1, config.api_workers), thread_name_prefix="shoal-kube")
-        self._warned_no_shared = False
+        self._closed = False
         if start:
             self.pods.start()
             self.node_watch.start()
+
+    def _reopen_if_closed(self) -> None:
+        if self._closed:
+            self._open()
 
     # -- conventions -------------------------------------------------------------------------------------------
     def master_addr(self, job_id: str, placement: Placement, attempt: int) -> str:
@@ -166,12 +177,11 @@ class KubernetesExecutor(Executor):
     # -- launch ------------------------------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> None:
         job_id = request.job_id
+        self._reopen_if_closed()
         self._check_placement(request)
         self._wait_synced()
         if job_id in self.running_jobs():
             raise Conflict(f"job {job_id} still has pods running; it cannot be launched again")
-        if not request.container_devices:
-            request = _with_container_devices(request)
         pods = manifests.make_gang(request, self.settings)   # refuses a job with no image before anything is made
         self._clear_leftovers(job_id)
         self._prepare_shared(job_id, request.attempt)
@@ -270,6 +280,7 @@ class KubernetesExecutor(Executor):
 
     # -- stop and checkpoint -----------------------------------------------------------------------------------
     def terminate(self, job_id: str, grace_s: float) -> None:
+        self._reopen_if_closed()
         gang = self._gang(job_id)
         if gang is None:
             return
@@ -317,6 +328,7 @@ class KubernetesExecutor(Executor):
         self._try(f"delete pod {uid}", delete, deadline=deadline)
 
     def request_checkpoint(self, job_id: str) -> None:
+        self._reopen_if_closed()
         gang = self._gang(job_id)
         if gang is None or gang.stopping:
             return
@@ -339,6 +351,7 @@ class KubernetesExecutor(Executor):
 
     # -- events ------------------------------------------------------------------------------------------------
     def poll(self, now: float) -> list[PodEvent]:
+        self._reopen_if_closed()
         self._run_retries()
         lost = self._lost_nodes()
         events: list[PodEvent] = []
@@ -495,6 +508,7 @@ class KubernetesExecutor(Executor):
 
     # -- what runs ---------------------------------------------------------------------------------------------
     def running_jobs(self) -> set[str]:
+        self._reopen_if_closed()
         self._wait_synced()
         running = {job_id for job_id, gang in self._gangs.items() if gang.live}
         for pod in self.pods.objects().values():
@@ -506,6 +520,7 @@ class KubernetesExecutor(Executor):
     def adopt(self, job_ids: set[str]) -> None:
         """Follow gangs another executor instance started, reporting from where it left off (the Service's
         ``shoal.io/reported`` annotation)."""
+        self._reopen_if_closed()
         self._wait_synced()
         for job_id in job_ids:
             if job_id not in self._gangs:
@@ -558,10 +573,12 @@ class KubernetesExecutor(Executor):
     # -- nodes -------------------------------------------------------------------------------------------------
     def heartbeats(self, now: float) -> dict[str, float | None]:
         """The nodes the cluster says are Ready (no GPU utilisation: that is DCGM's, through Prometheus)."""
+        self._reopen_if_closed()
         return {name: None for name, obj in self.node_watch.by_name().items()
                 if is_ready(obj) and (not self.nodes or name in self.nodes)}
 
     def node_health(self, now: float) -> dict[str, NodeReport]:
+        self._reopen_if_closed()
         if not self.node_watch.synced:
             return {}
         present = self.node_watch.by_name()
@@ -573,11 +590,14 @@ class KubernetesExecutor(Executor):
         return reports
 
     def close(self) -> None:
-        """Stop watching. Pods keep running; a new executor adopts them."""
+        """Stop watching and forget the gangs. Pods keep running; whoever leads next adopts them (this executor
+        too: using it again opens new watches)."""
+        self._closed = True
         self.pods.stop()
         self.node_watch.stop()
         self._pool.shutdown(wait=False)
         self._gangs.clear()
+        self._retries.clear()
 
     # -- inspection (tests, ``shoal`` tools) -------------------------------------------------------------------
     def pod_manifest(self, job_id: str, rank: int) -> Obj:
@@ -672,11 +692,6 @@ def _world_size(pod: Obj) -> int:
         return int(env.get("WORLD_SIZE", "1"))
     except ValueError:
         return 1
-
-
-def _with_container_devices(request: LaunchRequest) -> LaunchRequest:
-    from dataclasses import replace
-    return replace(request, container_devices=True)
 
 
 def _report_event(gang: _Gang, line: bytes, now: float) -> PodEvent | None:

@@ -231,3 +231,15 @@ def test_pod_output_is_read_from_an_offset_for_followers(harness: KubeHarness) -
     assert (nothing.text, nothing.attempt, nothing.at_end) == ("", None, True)
     harness.executor.terminate("job_logs", 0)
     watch.until(watch.ended("job_logs", 1), "the pod to stop")
+
+
+def test_a_closed_executor_used_again_watches_anew_and_adopts(harness: KubeHarness) -> None:
+    """A scheduler that lost the lease closes its executor; if it leads again it uses the same one."""
+    started(harness, "job_again2")
+    executor = harness.executor
+    executor.close()
+    executor.adopt({"job_again2"})
+    assert "job_again2" in executor.running_jobs()
+    executor.terminate("job_again2", 0)
+    watch = Watch(harness)
+    watch.until(watch.ended("job_again2", 2), "the adopted gang to be killed")
