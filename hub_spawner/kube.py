@@ -12,7 +12,7 @@ through the gang's headless Service.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler_core.kube.manifests import gpu_resource, make_secret
@@ -72,5 +72,3 @@ def in_cluster_client() -> Any:
     config.load_incluster_config()
     return client.ApiClient()
 
-
-ClientFactory = Callable[[], Any]
