@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import math
-from bisect import insort
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from ..model.job import PriorityClass
 from .decisions import Reason
+from ..model.team import Quota
 from .snapshot import AdmittedAs, JobRequest, RunningJob, TeamState
 
 
@@ -34,6 +35,8 @@ class Verdict:
     reason: Reason | None = None
     message: str = ""
     reclaim: bool = False
+    #: How many borrowed units the cohort must give back before a nominal admission fits (0: none).
+    deficit: int = 0
 
 
 class QuotaLedger:
@@ -46,6 +49,7 @@ class QuotaLedger:
         self.members: dict[str, list[str]] = {}
         #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
         self.version: dict[str, int] = {}
+        self._extra_cache: dict[tuple[int, str, str], tuple[int, Mapping[tuple[str, str], int], int]] = {}
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -128,8 +132,37 @@ class QuotaLedger:
     def reclaim_met(self, request: JobRequest, flavour: str, target: int) -> bool:
         return self.pool_after(request.team, flavour, request.units) >= target
 
-    def verdict(self, request: JobRequest, flavour: str) -> Verdict:
-        """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour)."""
+    def _extra_pool(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
+        """How the cohort's pool moves if the teams in ``extra`` used that many more units (memoised until
+        the cohort's usage changes; ``extra`` mappings live for the whole cycle)."""
+        key = (id(extra), cohort, flavour)
+        version = self.version.get("cohort:" + cohort, 0)
+        hit = self._extra_cache.get(key)
+        if hit is not None and hit[0] == version and hit[1] is extra:
+            return hit[2]
+        delta = self._extra_delta(cohort, flavour, extra)
+        self._extra_cache[key] = (version, extra, delta)
+        return delta
+
+    def _extra_delta(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
+        delta = 0
+        for (team, f), units in extra.items():
+            state = self.teams.get(team)
+            if f != flavour or state is None or state.cohort != cohort:
+                continue
+            usage = self.usage.get((team, f), 0)
+            offer0, borrow0 = self.terms(team, f, usage)
+            offer1, borrow1 = self.terms(team, f, usage + units)
+            delta += (offer1 - borrow1) - (offer0 - borrow0)
+        return delta
+
+    def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
+                nominal_only: frozenset[tuple[str, str]] = frozenset()) -> Verdict:
+        """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour).
+
+        ``extra``: units that reserved jobs will use when this one would still run, per (team, flavour);
+        ``nominal_only``: (team, flavour) where such a reserved job can run only within nominal quota
+        (non-preemptible), so this one may not take the team above nominal either."""
         state = self.teams.get(request.team)
         if state is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} is not configured")
@@ -138,24 +171,34 @@ class QuotaLedger:
         quota = state.quotas.get(flavour)
         if quota is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} has no quota of {flavour}")
-        usage = self.usage.get((request.team, flavour), 0)
+        key = (request.team, flavour)
+        usage = self.usage.get(key, 0)
+        pool = self.pool.get((state.cohort, flavour), 0)
+        if extra:
+            usage += extra.get(key, 0)
+            pool += self._extra_pool(state.cohort, flavour, extra)
         after = usage + request.units
+        offer0, borrow0 = self.terms(request.team, flavour, usage)
+        offer1, borrow1 = self.terms(request.team, flavour, after)
+        pool_after = pool + (offer1 - borrow1) - (offer0 - borrow0)
         if after <= quota.nominal:
-            pool = self.pool.get((state.cohort, flavour), 0)
-            return Verdict(AdmittedAs.NOMINAL, reclaim=self.pool_after(request.team, flavour, request.units)
-                           < min(0, pool))
+            deficit = min(0, pool) - pool_after
+            return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not request.preemptible:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"non-preemptible work runs only within nominal quota: {usage} of {quota.nominal} "
                            f"{flavour} in use, needs {request.units}")
+        if key in nominal_only:
+            return Verdict(None, Reason.QUOTA_FULL,
+                           f"the team's nominal {flavour} quota is reserved for a non-preemptible job that starts "
+                           f"before this one would end")
         borrowed = after - quota.nominal
         if quota.borrowing_limit is not None and borrowed > quota.borrowing_limit:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
                            f"borrowing limit; needs {request.units} more")
-        if self.pool_after(request.team, flavour, request.units) < 0:
-            offer, borrowing = self.terms(request.team, flavour, usage)
-            room = max(0, self.pool.get((state.cohort, flavour), 0) - offer + borrowing)
+        if pool_after < 0:
+            room = max(0, pool - offer0 + borrow0)
             return Verdict(None, Reason.COHORT_FULL,
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
                            f"now")
@@ -165,80 +208,224 @@ class QuotaLedger:
 class QuotaClock:
     """When quota will let a job in, replaying the ends of the jobs that hold it (for estimated starts).
 
-    ``holdings`` are (end, team, flavour, units) of everything that counts against quota at the end of the
-    cycle: running jobs (at their time limit, or their termination deadline) and the cycle's own admissions.
-    A team's usage only falls as its jobs end, so the replay is exact for the quota as configured."""
+    The *base* is the cycle's starting point: usage per team (``base_usage``) and the (end, team, flavour,
+    units) of the running jobs that make it up. A team's usage only falls as its jobs end, so replaying those
+    ends in time order is exact, and the replay is built once per cycle, as far as questions reach.
 
-    def __init__(self, ledger: QuotaLedger, holdings: Iterable[tuple[float, str, str, int]]) -> None:
+    What the cycle itself adds — admissions, and reservations (held from now, without holes, like their
+    nodes) — are *changes* on top: the asking team's own are counted exactly, every other team's as taking
+    its units straight out of the cohort's pool (an upper bound on what they can take: a team's offer minus
+    its borrowing never drops by more than its usage grows). Estimates can only come out late, never early,
+    which is the safe side for a reservation.
+    """
+
+    def __init__(self, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],
+                 holdings: Iterable[tuple[float, str, str, int]]) -> None:
         self.ledger = ledger
+        self.base_usage = dict(base_usage)
         self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
         for end, team, flavour, units in holdings:
             self.ends.setdefault(self._key(team, flavour), []).append((end, team, units))
         for rows in self.ends.values():
             rows.sort()
-        self._cache: dict[tuple[str, str, int, Reason, bool], float | None] = {}
-        self.extra: dict[tuple[str, str], int] = {}
+        self._replays: dict[tuple[str, str], _Replay] = {}
+        self._changes: dict[tuple[str, str], _Changes] = {}
+        self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
 
     def _key(self, team: str, flavour: str) -> tuple[str, str]:
         state = self.ledger.teams.get(team)
         return (state.cohort if state else "team:" + team, flavour)
 
     def add(self, end: float, team: str, flavour: str, units: int) -> None:
-        """Something new holds quota until ``end`` (an admission later in the cycle)."""
-        insort(self.ends.setdefault(self._key(team, flavour), []), (end, team, units))
-        self._cache.clear()
+        """Something the cycle started holds quota from now until ``end`` (an admission, a reservation)."""
+        key = self._key(team, flavour)
+        changes = self._changes.get(key)
+        if changes is None:
+            changes = self._changes[key] = _Changes()
+        changes.add(end, team, units)
 
-    def reserve(self, end: float, team: str, flavour: str, units: int) -> None:
-        """A reservation holds quota from now (no holes, like its nodes) until ``end``."""
-        self.extra[(team, flavour)] = self.extra.get((team, flavour), 0) + units
-        self.add(end, team, flavour, units)
+    reserve = add
 
-    def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
-        key = (request.team, flavour, request.units, reason, request.preemptible)
-        if key not in self._cache:
-            self._cache[key] = self._free_at(request, flavour, reason)
-        return self._cache[key]
+    def free_at(self, request: JobRequest, flavour: str, reason: Reason, nominal_only: bool = False) -> float | None:
+        """The earliest instant quota could admit ``request`` (``None``: never, as configured);
+        ``nominal_only``: it may not borrow (a reserved non-preemptible job of its team needs the nominal)."""
+        preemptible = request.preemptible and not nominal_only
+        key = (request.team, flavour, request.units, reason, preemptible)
+        changes = self._changes.get(self._key(request.team, flavour))
+        version = changes.version if changes else 0
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = self._free_at(request, flavour, reason, preemptible, changes)
+        self._cache[key] = (version, value)
+        return value
 
-    def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        ledger = self.ledger
-        state = ledger.teams.get(request.team)
+    def _free_at(self, request: JobRequest, flavour: str, reason: Reason, preemptible: bool,
+                 changes: _Changes | None) -> float | None:
+        state = self.ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
         if reason is Reason.QUOTA_FULL:
-            limit = quota.nominal if not request.preemptible else (
+            limit = quota.nominal if not preemptible else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
-            if limit is None or request.units > limit:
+            if limit is not None and request.units > limit:
                 return None
-        members = ledger.members.get(state.cohort, [])
-        usage = {team: ledger.usage.get((team, flavour), 0) + self.extra.get((team, flavour), 0)
-                 for team in set(members) | {request.team}}
-        pool = 0
-        for team in members:
-            offer, borrow = ledger.terms(team, flavour, usage[team])
-            pool += offer - borrow
+        key = (state.cohort, flavour)
+        replay = self._replays.get(key)
+        if replay is None:
+            members = self.ledger.members.get(state.cohort, [])
+            usage = {team: self.base_usage.get((team, flavour), 0) for team in members}
+            replay = self._replays[key] = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []))
+        return replay.earliest(request, quota, preemptible, changes)
 
-        def fits() -> bool:
-            after = usage[request.team] + request.units
+
+class _Changes:
+    """Units the cycle added to one cohort's quota, each until its end: active totals at any instant."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, str, int]] = []
+        self.version = 0
+        self._built = -1
+        self._ends: list[float] = []
+        self._after: list[int] = []
+        self._team: dict[str, tuple[list[float], list[int]]] = {}
+
+    def add(self, end: float, team: str, units: int) -> None:
+        insort(self.rows, (end, team, units))
+        self.version += 1
+
+    def _build(self) -> None:
+        if self._built == self.version:
+            return
+        self._ends = [end for end, _, _ in self.rows]
+        self._after = self._suffix([units for _, _, units in self.rows])
+        rows_by_team: dict[str, list[tuple[float, int]]] = {}
+        for end, team, units in self.rows:
+            rows_by_team.setdefault(team, []).append((end, units))
+        self._team = {team: ([end for end, _ in rows], self._suffix([units for _, units in rows]))
+                      for team, rows in rows_by_team.items()}
+        self._built = self.version
+
+    @staticmethod
+    def _suffix(values: list[int]) -> list[int]:
+        out = [0] * (len(values) + 1)
+        for index in range(len(values) - 1, -1, -1):
+            out[index] = out[index + 1] + values[index]
+        return out
+
+    def ends_between(self, lower: float, upper: float) -> list[float]:
+        """Ends of changes strictly after ``lower`` and before ``upper``, in order."""
+        self._build()
+        return self._ends[bisect_right(self._ends, lower):bisect_left(self._ends, upper)]
+
+    def active(self, at: float, team: str) -> tuple[int, int]:
+        """(units of all changes still held at ``at``, of which ``team``'s)."""
+        self._build()
+        total = self._after[bisect_right(self._ends, at)]
+        ends, after = self._team.get(team, ([], [0]))
+        return total, after[bisect_right(ends, at)]
+
+
+class _Replay:
+    """One cohort's quota of one flavour as its holdings end, one end after another.
+
+    Usage only falls along the way, so "does this job fit quota after the k-th end" is monotone in k: a
+    galloping search finds the first such k, and the replay is extended only as far as questions reach."""
+
+    def __init__(self, ledger: QuotaLedger, flavour: str, members: list[str], usage: dict[str, int],
+                 ends: list[tuple[float, str, int]]) -> None:
+        self.ends = ends
+        self.times = [end for end, _, _ in ends]
+        self.terms: dict[str, tuple[int, int] | None] = {}
+        for team in members:
+            state = ledger.teams.get(team)
+            quota = state.quotas.get(flavour) if state else None
+            self.terms[team] = None if quota is None else (
+                quota.nominal, quota.nominal if quota.lending_limit is None else quota.lending_limit)
+        self.current = dict(usage)
+        self.pool = [sum(self._net(team, usage[team]) for team in members)]
+        self.steps: dict[str, tuple[list[int], list[int]]] = {team: ([0], [used]) for team, used in usage.items()}
+
+    def _net(self, team: str, usage: int) -> int:
+        """What ``team`` adds to the pool at ``usage``: its offer minus its borrowing."""
+        terms = self.terms.get(team)
+        if terms is None:
+            return -usage
+        nominal, lendable = terms
+        spare = nominal - usage
+        return min(lendable, spare) if spare > 0 else spare
+
+    def _extend(self, k: int) -> None:
+        pool = self.pool[-1]
+        current, steps, terms, ends = self.current, self.steps, self.terms, self.ends
+        append = self.pool.append
+        for index in range(len(self.pool), min(k, len(ends)) + 1):
+            _, team, units = ends[index - 1]
+            if team in terms:
+                before = current[team]
+                after = before - units
+                current[team] = after
+                quota = terms[team]
+                if quota is None:
+                    pool += units
+                else:
+                    nominal, lendable = quota
+                    spare0, spare1 = nominal - before, nominal - after
+                    pool += ((min(lendable, spare1) if spare1 > 0 else spare1)
+                             - (min(lendable, spare0) if spare0 > 0 else spare0))
+                ks, values = steps[team]
+                ks.append(index)
+                values.append(after)
+            append(pool)
+
+    def _usage(self, team: str, k: int) -> int:
+        ks, values = self.steps.get(team, ([0], [0]))
+        return values[bisect_right(ks, k) - 1]
+
+    def earliest(self, request: JobRequest, quota: Quota, preemptible: bool,
+                 changes: _Changes | None) -> float | None:
+        """The first instant (a base end, or the end of one of the cycle's changes) at which the job fits."""
+        team = request.team
+        times = self.times
+
+        def fits(at: float) -> bool:
+            k = bisect_right(times, at)
+            self._extend(k)
+            base = self._usage(team, k)
+            others = own = 0
+            if changes is not None:
+                total, own = changes.active(at, team)
+                others = total - own
+            after = base + own + request.units
             if after <= quota.nominal:
                 return True
-            if not request.preemptible:
+            if not preemptible:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
                 return False
-            offer0, borrow0 = ledger.terms(request.team, flavour, usage[request.team])
-            offer1, borrow1 = ledger.terms(request.team, flavour, after)
-            return pool + (offer1 - borrow1) - (offer0 - borrow0) >= 0
+            return self.pool[k] - self._net(team, base) - others + self._net(team, after) >= 0
 
-        if fits():
+        if fits(-math.inf):
             return -math.inf
-        for end, team, units in self.ends.get((state.cohort, flavour), []):
-            before = usage.get(team, 0)
-            offer0, borrow0 = ledger.terms(team, flavour, before)
-            offer1, borrow1 = ledger.terms(team, flavour, before - units)
-            pool += (offer1 - borrow1) - (offer0 - borrow0)
-            usage[team] = before - units
-            if fits():
-                return end
-        return None
+        n = len(times)
+        found: int | None = None          # the first base end at which it fits (1-based)
+        if n:
+            low, high = 0, 1              # not fits before ``low`` ends; gallop until fits(high)
+            while high < n and not fits(times[high - 1]):
+                low, high = high, min(2 * high, n)
+            if high < n or fits(times[n - 1]):
+                while high - low > 1:
+                    mid = (low + high) // 2
+                    if fits(times[mid - 1]):
+                        high = mid
+                    else:
+                        low = mid
+                found = high
+        lower = times[found - 2] if found is not None and found >= 2 else -math.inf
+        upper = times[found - 1] if found is not None else math.inf
+        if changes is not None:
+            for end in changes.ends_between(lower, upper):
+                if fits(end):
+                    return end
+        return None if found is None else upper

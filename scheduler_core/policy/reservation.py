@@ -104,14 +104,11 @@ class Timeline:
             if times is None:
                 continue
             until = job_end(job, now)
-            for _, j, bits in cap.pod_bits(job.placement):
+            for _, j, _, units in cap.pod_bits(job.placement):
                 row = times[j]
-                unit = 0
-                while bits:
-                    if bits & 1:
+                for unit in units:
+                    if unit < len(row):
                         row[unit] = until
-                    bits >>= 1
-                    unit += 1
 
     # -- updates -----------------------------------------------------------------------------------------------
 
@@ -125,7 +122,7 @@ class Timeline:
         times = self.times.get(flavour)
         if times is None:
             return
-        for i, j, bits in self.cap.pod_bits(placement):
+        for i, j, bits, _ in self.cap.pod_bits(placement):
             row = times[j]
             taken = [unit for unit in range(len(row)) if bits >> unit & 1]
             booked = self.booked.get((flavour, j))
@@ -200,24 +197,30 @@ class Timeline:
         return entry
 
     def earliest(self, request: JobRequest, flavour: str, *, not_before: float, widen_at: float | None,
-                 avoid: frozenset[int] = frozenset()) -> Slot | None:
+                 avoid: frozenset[int] = frozenset(), best_fit: bool = True) -> Slot | None:
         """The earliest slot for ``request`` on ``flavour`` no sooner than ``not_before``; ``None`` if the plan
         never frees enough (unhealthy nodes, a shape larger than any domain). ``widen_at``: when a
-        ``preferred`` job may spread over blocks (``None``: never)."""
+        ``preferred`` job may spread over blocks (``None``: never). ``best_fit``: when the job may start
+        only later than a unit frees (``not_before``), take the node that frees last by then, not the first
+        (what a reservation does; an estimate alone can skip the scan)."""
         pool = self.cap.pools.get(flavour)
         if pool is None or request.units_per_pod > pool.max_cap:
             return None
         if request.pods == 1:
-            return self._earliest_single(pool, request, not_before, avoid)
+            return self._earliest_single(pool, request, not_before, avoid, best_fit)
         return self._earliest_gang(pool, request, not_before, widen_at, avoid)
 
-    def _units_at(self, pool: Pool, j: int, count: int) -> tuple[int, ...]:
+    def _units_at(self, pool: Pool, j: int, count: int, start: float) -> tuple[int, ...]:
+        """The ``count`` units of node ``j`` a booking from ``start`` takes: among those free by then, the
+        ones that free last (best fit in time), so units free sooner stay for jobs that can use them sooner."""
         row = self.times[pool.flavour][j]
-        order = sorted(range(len(row)), key=lambda u: (row[u], u))
-        return tuple(sorted(order[:count]))
+        ready = sorted((u for u in range(len(row)) if row[u] <= start), key=lambda u: (-row[u], u))
+        if len(ready) < count:
+            ready += sorted((u for u in range(len(row)) if row[u] > start), key=lambda u: (row[u], u))
+        return tuple(sorted(ready[:count]))
 
-    def _earliest_single(self, pool: Pool, request: JobRequest, not_before: float,
-                         avoid: frozenset[int]) -> Slot | None:
+    def _earliest_single(self, pool: Pool, request: JobRequest, not_before: float, avoid: frozenset[int],
+                         best_fit: bool) -> Slot | None:
         g = request.units_per_pod
         values, heap = self._kth(pool.flavour, g)
         if avoid:
@@ -229,8 +232,13 @@ class Timeline:
             best = heap[0] if heap else None
         if best is None or best[0] == INF:
             return None
-        start, j = best
-        return Slot(pool.flavour, max(start, not_before, self.now), ((j, self._units_at(pool, j, g)),))
+        at = max(best[0], not_before, self.now)
+        j = best[1]
+        if best_fit and at > best[0] and not avoid:
+            # Free before it may start anyway: take the node that frees last by then (best fit in time).
+            fitting = [(v, -k) for k, v in enumerate(values) if v <= at]
+            j = -max(fitting)[1]
+        return Slot(pool.flavour, at, ((j, self._units_at(pool, j, g, at)),))
 
     def _events(self, pool: Pool, nodes: Iterable[int], g: int, spares: bool,
                 avoid: frozenset[int]) -> list[tuple[float, int]]:
@@ -273,17 +281,18 @@ class Timeline:
                     continue
                 start = max(lst[pods - 1][0], floor)
                 if best is None or (start, 0, key) < best[:3]:
-                    best = (start, 0, key, lst[:pods])
+                    best = (start, 0, key, lst)
             if spread_at is not None:
                 lst = sorted(whole.all + whole.all_spare) if spares else whole.all
                 if len(lst) >= pods:
                     start = max(lst[pods - 1][0], floor, spread_at)
                     if best is None or (start, 1, 0) < best[:3]:
-                        best = (start, 1, 0, lst[:pods])
+                        best = (start, 1, 0, lst)
             if best is not None and best[0] < INF:
                 g = pool.uniform_cap or 0
-                return Slot(pool.flavour, best[0],
-                            tuple((j, self._units_at(pool, j, g)) for _, j in sorted(best[3], key=lambda e: e[1])))
+                chosen = _latest_ready(pool, best[3], best[0], pods)
+                return Slot(pool.flavour, best[0], tuple((j, self._units_at(pool, j, g, best[0]))
+                                                         for _, j in sorted(chosen, key=lambda e: e[1])))
         return None
 
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
@@ -317,22 +326,23 @@ class Timeline:
                 events.sort()
                 start = max(events[pods - 1][0], floor)
                 if best is None or start < best[0]:
-                    best = (start, 0, events[:pods])
+                    best = (start, 0, events)
             if spread_at is not None:
                 events = self._events(pool, range(len(pool.cap)), g, spares, avoid)
                 if len(events) >= pods:
                     events.sort()
                     start = max(events[pods - 1][0], floor, spread_at)
                     if best is None or start < best[0]:
-                        best = (start, 1, events[:pods])
+                        best = (start, 1, events)
             if best is not None and best[0] < INF:
-                start, _, chosen = best
+                start = best[0]
+                chosen = _latest_ready(pool, best[2], start, pods)
                 per_node: dict[int, int] = {}
                 for _, j in chosen:
                     per_node[j] = per_node.get(j, 0) + 1
                 slot_pods: list[tuple[int, tuple[int, ...]]] = []
                 for j in sorted(per_node):
-                    units = self._units_at(pool, j, per_node[j] * g)
+                    units = self._units_at(pool, j, per_node[j] * g, start)
                     for k in range(per_node[j]):
                         slot_pods.append((j, units[k * g:(k + 1) * g]))
                 return Slot(pool.flavour, start, tuple(slot_pods))
@@ -356,6 +366,14 @@ class Timeline:
         pool = self.cap.pools[slot.flavour]
         return Placement(flavour=slot.flavour, pods=tuple(
             PodPlacement(node=self.cap.nodes[pool.members[j]].name, units=units) for j, units in slot.pods))
+
+
+def _latest_ready(pool: Pool, events: list[tuple[float, int]], start: float,
+                  count: int) -> list[tuple[float, int]]:
+    """Of (time, node) events, ``count`` ready by ``start``: non-spare nodes first, then those that free last,
+    so a booking leaves what frees sooner to jobs that can use it sooner."""
+    ready = sorted((e for e in events if e[0] <= start), key=lambda e: (pool.spare[e[1]], -e[0], e[1]))
+    return ready[:count]
 
 
 def add_holds(pool: Pool, holds: dict[int, Hold]) -> None:

@@ -37,7 +37,7 @@ CASES = [
          lambda: busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),
                            "b0", 3), "b1", 3)
          .pending(make_job("g").pods(6, 8).required("block")).build(),
-         0.0, [("reserve", "g", " ".join(nodes_of("b0", 6)), 4 * H - 1000),
+         0.0, [("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n05 b0-n06 b0-n07", 4 * H - 1000),
                ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
     Case("preferred block waits for one block during the bounded wait, then may spread",
          lambda: busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),

@@ -41,13 +41,13 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(8, 0)).team("search", h100=24)
          .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
          .pending(make_job("a").pods(1, 8)).build(),
-         0.0, [("reserve", "a", "b0-n01", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
     Case("cohort has nothing idle to lend: CohortFull",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(8, 16)).team("search", h100=8)
          .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
          .run(make_job("s").team("search").pods(1, 8), "b0-n01", started=-3000)
          .pending(make_job("a").pods(1, 8)).build(),
-         0.0, [("reserve", "a", "b0-n02", 4 * H - 4000), ("wait", "a", "CohortFull", 1, 4 * H - 4000)]),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "CohortFull", 1, 4 * H - 4000)]),
     Case("lending limit caps what a lender gives: 4 of its idle 16",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=(16, None, 4))
          .pending(make_job("big").pods(1, 8), make_job("small").pods(1, 4).submitted(1)).build(),
@@ -89,6 +89,15 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=64)
          .run(make_job("r").pods(1, 8), "b0-n00", admitted="borrowed", started=-4000, terminating=True,
               terminate_by=120.0, preempted_for="a")
+         .run(make_job("r2").pods(4, 8), ["b1-n00", "b1-n01", "b1-n02", "b1-n03"], admitted="borrowed",
+              started=-4000)
+         .run(make_job("r3").pods(3, 8), ["b0-n01", "b0-n02", "b0-n03"], admitted="borrowed", started=-4000)
+         .pending(make_job("a").team("search").pods(1, 8)).build(),
+         0.0, [("reserve", "a", "b0-n00", 120.0), ("wait", "a", "PreemptingVictims", 1, 120.0)]),
+    Case("a job that fits once leaving jobs exit waits for them, even when nobody recorded whom they left for",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=64)
+         .run(make_job("r").pods(1, 8), "b0-n00", admitted="borrowed", started=-4000, terminating=True,
+              terminate_by=120.0)
          .run(make_job("r2").pods(4, 8), ["b1-n00", "b1-n01", "b1-n02", "b1-n03"], admitted="borrowed",
               started=-4000)
          .run(make_job("r3").pods(3, 8), ["b0-n01", "b0-n02", "b0-n03"], admitted="borrowed", started=-4000)
