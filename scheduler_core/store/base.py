@@ -65,7 +65,10 @@ class Store(ABC):
     def bind(self, job_id: str, placement: Placement, admitted_as: AdmittedAs, *, epoch: int,
              now: float) -> JobRecord:
         """PENDING → ADMITTED on exactly ``placement``. Raises ``StaleLeader`` for an old epoch and ``Conflict``
-        if the job is not pending or any unit of ``placement`` is held by another job."""
+        if the job is not pending or any unit of ``placement`` is held by another job. Also ``Conflict`` when the
+        placement is not of the job's shape (pod count, units per pod, a flavour it asked for, a unit index the
+        node has) and ``NotFound`` for an unknown node: the store is the last guard against a double allocation.
+        Binding clears the job's wait fields and stamps it with ``epoch``."""
 
     @abstractmethod
     def mark_running(self, job_id: str, now: float) -> JobRecord:
@@ -74,7 +77,9 @@ class Store(ABC):
     @abstractmethod
     def mark_terminating(self, job_id: str, *, requeue: bool, terminate_by: float, now: float,
                          epoch: int) -> JobRecord:
-        """ADMITTED/RUNNING → TERMINATING (signalled; still holds its units)."""
+        """ADMITTED/RUNNING → TERMINATING (signalled; still holds its units). A job already TERMINATING may be
+        signalled again (a cancel after a preemption): the earlier ``terminate_by`` stands and it is requeued on
+        exit only if every signal asked for that. Any other state is a ``Conflict``."""
 
     @abstractmethod
     def release(self, job_id: str, *, state: JobState, now: float, epoch: int, exit_code: int | None = None,
@@ -82,18 +87,26 @@ class Store(ABC):
                 restart_block: str | None = None, avoid_nodes: Iterable[str] = ()) -> JobRecord:
         """Free the job's units and move it to ``state``: PENDING (requeued at the front of its queue, counting a
         preemption, an infrastructure restart or an own-fault restart) or a finished state. Writes the
-        ``UsageRecord`` of the time it held them."""
+        ``UsageRecord`` of the time it held them (``admitted_at`` → ``now``, with its ``admitted_as``).
+
+        Requeued: ``own_fault`` counts in ``restarts``, else ``infra_fault`` in ``infra_restarts``, else it is a
+        preemption; ``restart_block`` and ``avoid_nodes`` replace the previous ones; placement is cleared,
+        ``last_checkpoint`` and ``attained_gpu_s`` are kept. Finished: ``finished_at`` is set, placement kept for
+        the record. ``Conflict`` if the job holds no units or ``state`` is one that holds units."""
 
     @abstractmethod
     def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]]) -> None:
-        """Record each pending job's (job_id, reason, message, position, estimated_start) from the latest cycle."""
+        """Record each pending job's (job_id, reason, message, position, estimated_start) from the latest cycle.
+        An unknown id is ``NotFound`` (nothing written); a job no longer pending is skipped."""
 
     @abstractmethod
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
-        """A pending job is cancelled at once; a running one is flagged for the controller to stop."""
+        """A pending job is cancelled at once; a running one is flagged for the controller to stop. Cancelling a
+        cancelled job returns it unchanged; one that ended otherwise is a ``Conflict``."""
 
     @abstractmethod
-    def request_checkpoint(self, job_id: str, now: float) -> JobRecord: ...
+    def request_checkpoint(self, job_id: str, now: float) -> JobRecord:
+        """Flag a job holding units to checkpoint (``Conflict`` otherwise); the controller passes it on."""
 
     @abstractmethod
     def clear_checkpoint_request(self, job_id: str) -> None: ...
@@ -104,14 +117,16 @@ class Store(ABC):
     # -- checkpoints, usage, events -----------------------------------------------------------------------------
     @abstractmethod
     def record_checkpoint(self, checkpoint: CheckpointRecord) -> None:
-        """Remember a checkpoint; a verified one becomes the job's ``last_checkpoint``."""
+        """Remember a checkpoint; a verified one becomes the job's ``last_checkpoint`` unless a verified one written
+        later (``written_at``) is already there."""
 
     @abstractmethod
     def checkpoints(self, job_id: str) -> list[CheckpointRecord]: ...
 
     @abstractmethod
     def usage(self, *, team: str | None = None, since: float | None = None,
-              until: float | None = None) -> list[UsageRecord]: ...
+              until: float | None = None) -> list[UsageRecord]:
+        """Records whose interval ended in ``[since, until)``, in the order they were written."""
 
     @abstractmethod
     def append_event(self, event: Event) -> Event:
@@ -119,13 +134,16 @@ class Store(ABC):
 
     @abstractmethod
     def events(self, *, job_id: str | None = None, after_id: int | None = None,
-               limit: int | None = None) -> list[Event]: ...
+               limit: int | None = None) -> list[Event]:
+        """Oldest first; ``after_id`` pages forward from the last id a reader saw; ``limit`` keeps the first ones."""
 
     # -- leadership ---------------------------------------------------------------------------------------------
     @abstractmethod
     def acquire_lease(self, holder: str, *, ttl_s: float, now: float) -> int | None:
         """Take or renew the scheduler lease. Returns the epoch while ``holder`` leads, ``None`` if another holder's
-        lease is still live. A new holder gets a strictly larger epoch than any before."""
+        lease is still live. A new holder gets a strictly larger epoch than any before; the holder renewing keeps
+        its epoch (also just after expiry, if nobody took the lease meanwhile). The first epoch is ≥ 1, and writes
+        with epoch 0 pass only while no lease was ever granted (tests, single-process use)."""
 
     @abstractmethod
     def current_epoch(self) -> int: ...
