@@ -3,8 +3,9 @@
 The baselines stand for what people would otherwise run (strict FIFO, Kueue, Slurm's EASY backfill), so they place
 the way those do by default: the first nodes, in the cluster's order, that have room — not Shoal's best fit.
 They honour the same hard rules Shoal does, so a comparison measures the policy and nothing else: all pods or none,
-``required`` topology never splits, unhealthy nodes take nothing, and a hot spare takes only a gang restarted
-after a failure in its block. A ``preferred`` topology is tried first and dropped at once (no bounded wait).
+``required`` topology never splits, unhealthy nodes take nothing, and hot spares come last: a gang restarted
+after a failure may take its own block's spare, any other multi-node gang a spare only when it cannot fit without
+one, and single-node work never. A ``preferred`` topology is tried first and dropped at once (no bounded wait).
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ class FreeMap:
     def place(self, request: JobRequest, flavour: str, *, restart_block: str | None = None,
               avoid: frozenset[str] = frozenset(), exclude: frozenset[str] = frozenset()) -> Placement | None:
         """First fit for every pod of ``request`` on ``flavour``, or ``None``. Nothing is taken."""
+        found = self._place(request, flavour, restart_block, avoid, exclude, spares=False)
+        if found is None and request.pods > 1:
+            found = self._place(request, flavour, restart_block, avoid, exclude, spares=True)
+        return found
+
+    def _place(self, request: JobRequest, flavour: str, restart_block: str | None, avoid: frozenset[str],
+               exclude: frozenset[str], *, spares: bool) -> Placement | None:
         per_pod, pods = request.units_per_pod, request.pods
         candidates = []
         slots = 0
@@ -78,7 +86,7 @@ class FreeMap:
             node = self.nodes[i]
             if not node.schedulable or node.name in avoid or node.name in exclude:
                 continue
-            if node.spare and node.block != restart_block:
+            if node.spare and not spares and node.block != restart_block:
                 continue
             fits = len(self.free[i][flavour]) // per_pod
             if fits:

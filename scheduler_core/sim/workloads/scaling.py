@@ -69,6 +69,10 @@ def scale_cluster(cluster: ClusterConfig, needed: Mapping[str, float]) -> tuple[
         counts[flavour] = nodes
         names = template.block_names()
         pattern = template.name if "{i" in template.name else template.name + "-{i:02d}"
+        others = {name for b in cluster.blocks if b is not template for name in b.block_names()}
+        wanted = {pattern.format(i=template.start + k) for k in range(full + 1)}
+        if wanted & others:
+            pattern, names = f"{flavour}-scaled-{{i:02d}}", [f"{flavour}-scaled-{template.start:02d}"]
         replacement: list[dict[str, object]] = []
         if full:
             replacement.append({**blocks[main], "repeat": full, "name": pattern if full > 1 else names[0]})

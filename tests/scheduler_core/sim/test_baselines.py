@@ -167,3 +167,14 @@ def test_every_baseline_restarts_a_broken_gang_on_its_blocks_hot_spare(name: str
     restarted = job("restarted").gpus(8).restart_in("b0").build()
     result = BASELINES[name](snapshot(cluster, running=[busy], pending=[restarted]), now=1)
     assert [(a.job_id, a.placement.nodes) for a in result.admits] == [("restarted", ("b0-n01",))]
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+def test_a_gang_takes_a_hot_spare_only_when_it_cannot_fit_without_one(name: str) -> None:
+    cluster = nodes("b0", 4, spares=1)
+    whole_block = job("block").gpus(32).required(TopologyLevel.BLOCK).build()
+    result = BASELINES[name](snapshot(cluster, pending=[whole_block]), now=1)
+    assert [len(a.placement.nodes) for a in result.admits] == [4]
+    small = [job(f"s{i}").gpus(8).at(i).build() for i in range(4)]
+    result = BASELINES[name](snapshot(cluster, pending=small), now=1)
+    assert sorted(a.job_id for a in result.admits) == ["s0", "s1", "s2"]
