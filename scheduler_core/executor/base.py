@@ -2,9 +2,12 @@
 
 Contract (checked by ``tests/scheduler_core/executor_contract.py`` against every implementation):
 
-* ``launch`` starts every pod of a gang or raises and leaves none running.
+* ``launch`` starts every pod of a gang or raises (a ``ShoalError``) and leaves none running: a placement naming a
+  node the request does not describe, or a job id whose pods still run, is refused. Each pod's environment is
+  ``scheduler_core.job_env.pod_env(request, rank)``, never computed otherwise.
 * ``terminate(job, grace_s)`` delivers SIGTERM (or its equivalent) to every pod at once and a hard kill to any pod
-  still alive ``grace_s`` later; ``grace_s == 0`` kills at once. Calling it again is harmless.
+  still alive ``grace_s`` later; ``grace_s == 0`` kills at once. Calling it again, after the gang ended, or for a
+  job it never ran is harmless (so is ``request_checkpoint``). A killed pod reports a non-zero exit code.
 * ``poll`` returns each pod event exactly once, in the order they happened: STARTED when a pod runs, EXITED with
   its exit code, FAILED when the infrastructure lost it (node failure: not the job's fault), CHECKPOINT and
   STEP_TIME when the job reports them through the job contract.

@@ -93,7 +93,7 @@ class _Gang:
     exit_after_ckpt: bool = False
     signalled: bool = False
     kill_at: float | None = None
-    version: int = 0
+    version: int = 0                      # the heap entry that is current for this gang
     slowdown: float = 1.0
 
     @property
@@ -283,13 +283,15 @@ class SimExecutor(Executor):
         self._now = max(self._now, now)
 
     def _reschedule(self, gang: _Gang) -> None:
-        gang.version += 1
+        # Versions come from one executor-wide counter, so an entry left by an earlier launch of the same job id
+        # can never pass for the current gang's.
+        self._seq += 1
+        gang.version = self._seq
         if gang.done:
             self._gangs.pop(gang.job_id, None)
             return
         due = self._due(gang)
         if due is not None:
-            self._seq += 1
             heapq.heappush(self._heap, (due[0], due[1], self._seq, gang.job_id, gang.version))
 
     def _due(self, gang: _Gang) -> tuple[float, int] | None:

@@ -217,8 +217,10 @@ class MemoryStore(Store):
         """A job no longer pending when its wait arrives (cancelled meanwhile) is left alone: the cycle was
         computed before that happened, and the next one will not mention it."""
         with self._lock:
+            jobs = self._jobs
             for wait in waits:
-                self._job(wait[0])
+                if wait[0] not in jobs:
+                    raise NotFound(f"no job {wait[0]!r}")
             for job_id, reason, message, position, estimated_start in waits:
                 job = self._jobs[job_id]
                 if job.state is not JobState.PENDING:

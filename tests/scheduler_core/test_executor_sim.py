@@ -228,3 +228,15 @@ def test_behaviour_can_depend_on_the_attempt() -> None:
     assert [e.exit_code for e in executor.poll(100.0) if e.kind is PodEventKind.EXITED] == [1]
     executor.launch(launch_request("job_a", pods=1, attempt=1))
     assert [e.exit_code for e in executor.poll(200.0) if e.kind is PodEventKind.EXITED] == [0]
+
+
+def test_a_relaunch_is_not_confused_with_what_the_previous_launch_had_scheduled() -> None:
+    run = Run(SimBehaviour(work_s=1000.0, start_latency_s=0.0, checkpoint_interval_s=None, checkpoint_cost_s=10.0))
+    run.executor.launch(launch_request("job_a"))
+    run.to(300.0)
+    run.executor.terminate("job_a", 60.0)          # checkpoint of 300 at 310, exit
+    run.to(310.0)
+    run.executor.launch(launch_request("job_a", attempt=1))
+    run.to(5000.0)
+    # The first launch would have finished at 1000; the relaunch resumes at 300 and finishes at 310 + 700.
+    assert [e.at for e in run.events if e.kind is PodEventKind.EXITED] == [310.0, 310.0, 1010.0, 1010.0]

@@ -1,0 +1,53 @@
+"""The controller's small parts on their own: the usage ledger and the straggler detector."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_core.policy.fairshare import decay
+from scheduler_core.runtime.ledger import UsageLedger, usage_amounts
+from scheduler_core.runtime.stragglers import StragglerDetector
+
+
+def test_the_ledger_decays_every_record_from_its_own_end() -> None:
+    ledger = UsageLedger(half_life_s=100.0)
+    ledger.add("a", {"gpu": 800.0}, at=0.0)
+    ledger.add("b", {"gpu": 50.0, "cpu": 10.0}, at=150.0)
+    ledger.add("a", {"gpu": 400.0}, at=100.0)        # reported late: still decayed from its own end
+    ledger.add("a", {"gpu": 40.0}, at=300.0)
+    decayed = ledger.decayed(400.0)
+    assert decayed["a"]["gpu"] == pytest.approx(800 / 16 + 400 / 8 + 40 / 2)
+    assert decayed["b"] == pytest.approx({"gpu": decay(50.0, 250.0, 100.0), "cpu": decay(10.0, 250.0, 100.0),
+                                          "memory": 0.0})
+    assert ledger.decayed(500.0)["a"]["gpu"] == pytest.approx((800 / 16 + 400 / 8 + 40 / 2) / 2)
+
+
+def test_usage_is_normalised_by_flavour_speed() -> None:
+    assert usage_amounts("a100", 8, 1, 96, 1024, 100.0) == pytest.approx({"gpu": 320.0, "cpu": 9600.0,
+                                                                          "memory": 102400.0})
+    assert usage_amounts("h100", 8, 1, 96, 1024, 100.0)["gpu"] == 800.0
+
+
+@pytest.mark.parametrize(("reports", "expected"), [
+    ({0: [1.0] * 5, 1: [1.0] * 5, 2: [1.3] * 5}, [2]),                    # consistently 30 % slower
+    ({0: [1.0] * 5, 1: [1.0] * 5, 2: [1.3] * 4 + [1.1]}, []),             # one normal step clears it
+    ({0: [1.0] * 5, 1: [1.0] * 5, 2: [1.3] * 4}, []),                     # not enough evidence yet
+    ({0: [1.0] * 5, 1: [1.25] * 5}, [1]),                                 # two ranks: compared with the other
+    ({0: [1.0] * 5, 1: [1.1] * 5, 2: [1.19] * 5}, []),                    # below the 20 % threshold
+    ({0: [1.0] * 5, 1: [1.5] * 5, 2: [1.3] * 5, 3: [1.0] * 5}, [1, 2]),   # slowest first
+    ({0: [1.0] * 5}, []),                                                 # no peers
+])
+def test_stragglers(reports: dict[int, list[float]], expected: list[int]) -> None:
+    detector = StragglerDetector(threshold=1.2, window=5)
+    for rank, times in reports.items():
+        for step_time in times:
+            detector.report(rank, step_time)
+    assert detector.stragglers() == expected
+
+
+def test_the_detector_keeps_only_its_window() -> None:
+    detector = StragglerDetector(threshold=1.2, window=3)
+    for step_time in (5.0, 5.0, 1.0, 1.0, 1.0):
+        detector.report(0, step_time)
+        detector.report(1, 1.0)
+    assert detector.stragglers() == []
