@@ -169,6 +169,7 @@ def summarise(record: RunRecord) -> dict[str, Any]:
         "small_job_wait_p50_s": _round(percentile(small, 50), 1),
         "in_quota_jobs": len(in_quota),
         "in_quota_wait_p99_s": _round(percentile(in_quota, 99), 1),
+        "big_jobs": len(big),
         "big_job_start_s": _round(max(big), 1) if big else None,
         "placement_violations": placement_violations(record.jobs, record.block_gpus, start),
         "preemptions": sum(1 for i in interruptions if i.cause == "preemption"),

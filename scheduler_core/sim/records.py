@@ -15,7 +15,7 @@ class Admission:
 
     at: float
     flavour: str
-    nodes: int
+    nodes: tuple[str, ...]
     blocks: int
     admitted_as: str
 

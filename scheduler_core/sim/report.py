@@ -31,8 +31,10 @@ SIZE_BUCKETS = ((0.0, 1.0, "≤ 1 GPU"), (1.0, 8.0, "2–8 GPUs"), (8.0, 64.0, "
 
 def verdict(name: str, value: Any) -> str:
     """"met", "required only" or "missed" against DESIGN §1, or "" for a figure without a target."""
-    if name not in TARGETS or value is None:
-        return "" if name not in TARGETS else "missed (never started)" if name == "big_job_start_s" else ""
+    if name not in TARGETS:
+        return ""
+    if value is None:
+        return "no such job in the workload"
     required, target, higher = TARGETS[name]
     ok = (lambda bound: value >= bound) if higher else (lambda bound: value <= bound)
     if ok(target):
@@ -82,7 +84,8 @@ def binned(record: RunRecord, bin_s: float) -> tuple[np.ndarray, dict[str, np.nd
     util: dict[str, np.ndarray] = {}
     total_alloc = np.zeros(len(grid))
     total_health = np.zeros(len(grid))
-    for flavour in series.flavours:
+    used = [f for f in series.flavours if any(series.allocated[f])]
+    for flavour in used:
         alloc = np.where(valid, np.asarray(series.allocated[flavour], dtype=float)[index], np.nan) if len(at) else \
             np.full(len(grid), np.nan)
         health = np.where(valid, np.asarray(series.healthy[flavour], dtype=float)[index], np.nan) if len(at) else \

@@ -2,9 +2,11 @@
 
 A trace comes from a cluster of unknown size; replayed on the reference cluster it may be idle or hopeless.
 ``scale_to_load`` keeps every block's shape (so topology still means something) and changes how many of the
-plain, repeated blocks there are of each flavour, until the trace's offered load — GPU-seconds submitted per second
-of its window, divided by the working capacity (hot spares excluded) — is as close to the target as whole blocks
-allow. Small-job and MIG blocks are kept as they are. Teams keep their share of each flavour.
+plain, repeated blocks there are of each flavour, until the trace's offered load — the units its jobs would keep
+busy on average over its window if none waited (each job counted from submission for its run time, clipped to the
+window), divided by the working capacity (hot spares excluded) — is as close to the target as whole nodes allow.
+Small-job and MIG blocks are kept as they are, except that a flavour whose plain blocks are all gone and whose
+small-job block alone is still too big has that block shrunk. Teams keep their share of each flavour.
 """
 
 from __future__ import annotations
@@ -18,20 +20,38 @@ from .types import Workload
 
 
 def offered_load(workload: Workload, capacity: Mapping[str, int]) -> dict[str, float]:
-    """Per flavour: GPU-seconds of work submitted in the window per second of it, over ``capacity``."""
+    """Per flavour: the units the jobs would keep busy on average over the window, over ``capacity``."""
     demand = demand_rate(workload)
     return {f: demand[f] / capacity[f] for f in demand if capacity.get(f)}
 
 
 def demand_rate(workload: Workload) -> dict[str, float]:
-    """Units of each (first-listed) flavour the workload keeps busy on average over its window."""
+    """Units of each (first-listed) flavour the workload would keep busy on average over its window if no job
+    waited: each job from its submission for its run time, clipped to the window."""
     start, end = workload.window
     span = max(end - start, 1.0)
     demand: dict[str, float] = {}
     for job in workload.jobs:
         flavour = job.spec.flavour[0]
-        demand[flavour] = demand.get(flavour, 0.0) + job.units * job.work_s / span
+        inside = min(job.submit_at + job.work_s, end) - max(job.submit_at, start)
+        demand[flavour] = demand.get(flavour, 0.0) + job.units * max(inside, 0.0) / span
     return demand
+
+
+def _shrink_small_blocks(cluster: ClusterConfig, blocks: list[dict[str, object]], flavour: str,
+                         units: float) -> None:
+    """When the plain blocks of ``flavour`` are gone and its small-job blocks alone are still too big, shrink
+    those that hold nothing but whole GPUs of it (one group, not repeated), keeping their hot spares."""
+    for i, block in enumerate(cluster.blocks):
+        if not block.small_jobs or block.repeat != 1 or len(block.groups) != 1:
+            continue
+        group = block.groups[0]
+        if group.gpu != flavour or group.mig is not None:
+            continue
+        working = max(1, round(units / group.gpus_per_node))
+        if working < block.node_count - block.spares:
+            blocks[i] = {**blocks[i], "nodes": [{**group.model_dump(), "count": working + block.spares}]}
+        return
 
 
 def _plain(block: BlockConfig) -> str | None:
@@ -82,6 +102,8 @@ def scale_cluster(cluster: ClusterConfig, needed: Mapping[str, float]) -> tuple[
             group = {**template.groups[0].model_dump(), "count": rest + template.spares}
             replacement.append({**blocks[main], "repeat": 1, "start": 0, "name": name, "nodes": [group]})
         blocks[main:main + 1] = [{"_replaced": replacement}]
+        if nodes == 0 and fixed > units:
+            _shrink_small_blocks(cluster, blocks, flavour, units)
     flat: list[dict[str, object]] = []
     for block in blocks:
         flat.extend(block["_replaced"] if "_replaced" in block else [block])  # type: ignore[arg-type]
@@ -134,6 +156,6 @@ def scale_to_load(workload: Workload, load: float) -> Workload:
     note = (f"cluster scaled to a target offered load of {load:.2f}: "
             + ", ".join(f"{f}: {counts.get(f, 0)} working nodes in plain blocks, {new_capacity.get(f, 0)} units, "
                         f"load {achieved.get(f, 0):.2f}" for f in sorted(demand))
-            + "; small-job and MIG blocks unchanged; team quotas scaled in proportion")
+            + "; MIG pool unchanged; team quotas scaled in proportion")
     return Workload(name=workload.name, jobs=workload.jobs, cluster=cluster, teams=teams, window=workload.window,
                     notes=workload.notes + (note,))
