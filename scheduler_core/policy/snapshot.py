@@ -188,7 +188,8 @@ class PendingJob:
 @dataclass(frozen=True, slots=True)
 class RunningJob:
     """A job holding units. ``terminating`` means it has been signalled and holds its units until it exits,
-    by ``terminate_by`` at the latest."""
+    by ``terminate_by`` at the latest. ``preempted_for`` names the pending job it was preempted for (the
+    ``Preempt.for_job`` the caller applied): that job waits for it instead of choosing more victims."""
 
     request: JobRequest
     placement: Placement
@@ -197,6 +198,7 @@ class RunningJob:
     last_checkpoint_at: float | None = None
     terminating: bool = False
     terminate_by: float | None = None
+    preempted_for: str | None = None
 
     @property
     def band(self) -> Band:
@@ -220,14 +222,30 @@ class PolicyConfig:
     #: Defragment when the largest free whole-node shape is below this fraction of the free GPUs.
     defrag_ratio: float = 0.25
     defrag_max_moves: int = 4
+    #: Blocked jobs (capacity or topology) whose plan becomes a reservation that backfill must not delay, in
+    #: cycle order; a job that has waited longer than ``starvation_after_s`` gets one beyond this count, up to
+    #: twice it, so a big gang behind a stream of small blocked jobs is not starved of one.
+    max_reservations: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Estimated starts from :func:`~scheduler_core.policy.cycle.plan`, made at ``made_at``: job id → instant
+    (``None``: no start in sight, e.g. a shape larger than any free domain will ever be)."""
+
+    made_at: float
+    estimates: Mapping[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything one cycle may look at. Immutable: the cycle copies what it changes."""
+    """Everything one cycle may look at. Immutable: the cycle copies what it changes.
+
+    ``plan``: the last plan, when the caller plans on its own cadence; ``None`` makes every cycle plan."""
 
     nodes: tuple[NodeState, ...]
     teams: Mapping[str, TeamState]
     pending: tuple[PendingJob, ...]
     running: tuple[RunningJob, ...]
     config: PolicyConfig = PolicyConfig()
+    plan: Plan | None = None

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``shoal bench``: figures for docs/BENCHMARKS.md, printed, never asserted in tests."""

@@ -1,0 +1,639 @@
+"""``run_cycle(snapshot, now) -> CycleResult``: every scheduling decision, as one pure function.
+
+It reads the snapshot and ``now`` and nothing else (no clock, no I/O, no global random state) and returns
+decisions; nothing changes until the caller applies them. Inside, a working copy of the cluster is changed as
+the cycle goes, so each admission, each simulated preemption and each reservation is seen by the jobs after
+it. The phases follow Kueue's scheduler: index the snapshot, enforce time limits, order the queues, then for
+each job nominate (quota, then placement), fall back to preemption or a reservation, and finally explain
+every job that does not start. ``docs/scheduling.md`` tells the story for a new engineer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model.durations import format_duration
+from ..model.flavours import FLAVOURS
+from ..model.job import TopologyLevel
+from .capacity import Capacity, Pool
+from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
+from .defrag import moves_in_flight, plan_moves
+from .fairshare import cluster_capacity, dominant_share, request_rates
+from .ordering import TeamOrder, band_hint, team_queues
+from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
+from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
+from .quota import QuotaClock, QuotaLedger, Verdict
+from .reservation import Slot, Timeline, add_holds, job_end
+from ..model.job import PriorityClass
+from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, RunningJob, Snapshot, band_of
+
+#: How close to running each reason is: the job's reason is that of its most promising flavour.
+_REASON_RANK = {
+    Reason.INVALID_FLAVOUR: 0, Reason.QUOTA_FULL: 1, Reason.COHORT_FULL: 2, Reason.NODE_UNHEALTHY: 3,
+    Reason.WAITING_FOR_CAPACITY: 4, Reason.WAITING_FOR_TOPOLOGY: 5, Reason.BEHIND_RESERVATION: 6,
+    Reason.PREEMPTING_VICTIMS: 7,
+}
+_CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
+                               Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
+
+
+def run_cycle(snapshot: Snapshot, now: float) -> CycleResult:
+    """One scheduling pass over ``snapshot`` at ``now`` (DESIGN §3.2)."""
+    # 1. Index: a working copy of free units, quota usage, fair shares and the timeline of returning units.
+    cycle = _Cycle(snapshot, now)
+    # 2. Time limits: a job at its limit is stopped, to checkpoint if it is preemptible.
+    cycle.enforce_time_limits()
+    # 3. Order: each team's queue (priority, front, service level, age), merged by band, then lowest DRF share.
+    order = TeamOrder(cycle.queues, cycle.band_hint, cycle.share)
+    # 4. Nominate and process: quota, placement (once per shape), else preemption, else a reservation.
+    for job in order:
+        cycle.process(job)
+    # 5. Defragment: when free units are scattered and a gang waits, move a few small jobs to small-job blocks.
+    cycle.defragment()
+    # 6. Explain: every job that does not start gets a reason, its queue position and an estimated start
+    #    (from the plan carried in the snapshot, or planned here when none is).
+    if snapshot.plan is None:
+        cycle.plan_waits()
+    else:
+        cycle.carry_plan(snapshot.plan)
+    return cycle.result()
+
+
+def plan(snapshot: Snapshot, now: float) -> Plan:
+    """Estimated starts for every job that will not start at ``now`` (Slurm's backfill plan, on its own cadence).
+
+    It runs the cycle's decisions on a scratch copy, then books every waiting job on the timeline in cycle
+    order. Put the result in ``Snapshot.plan`` and ``run_cycle`` takes its estimates from it instead of
+    planning every pass; estimates of jobs that arrived since are ``None`` until the next plan."""
+    cycle = _Cycle(snapshot, now)
+    cycle.enforce_time_limits()
+    for job in TeamOrder(cycle.queues, cycle.band_hint, cycle.share):
+        cycle.process(job)
+    cycle.defragment()
+    cycle.plan_waits()
+    return Plan(made_at=now, estimates=cycle.estimates())
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A job that does not start this cycle, before the plan gives it an estimated start.
+
+    ``plan_for`` lists the flavours the plan may start it on, each with what holds it back besides capacity:
+    a quota reason (it starts once the team's or cohort's jobs free quota) or ``reclaim`` (once borrowers
+    may be preempted)."""
+
+    job: PendingJob
+    reason: Reason
+    message: str
+    plan_for: list[tuple[str, Reason | None, bool]] = field(default_factory=list)
+    estimate: float | None = None
+    planned: bool = False        # the estimate is fixed already (reservation, victims)
+
+
+@dataclass(slots=True)
+class _Class:
+    """What every job of one equivalence class gets for the rest of the cycle once one of them waited."""
+
+    reason: Reason
+    message: str
+    plan_for: list[tuple[str, Reason | None, bool]]
+    misses: list[tuple[int, str, Pool, Verdict, Miss]]
+    min_limit: float
+    quota: tuple[int, ...]
+
+
+class _Cycle:
+    """The mutable state of one cycle and the steps of :func:`run_cycle`."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.config = snapshot.config
+        self.cap = Capacity(snapshot.nodes, snapshot.running)
+        self.ledger = QuotaLedger(snapshot.teams, snapshot.running)
+        self.timeline = Timeline(self.cap, snapshot.running, now)
+        self.queues = team_queues(snapshot.pending, now, self.config)
+        self.capacity_totals = cluster_capacity(snapshot.nodes)
+        self.alloc: dict[str, list[float]] = {}
+        self._shares: dict[str, float] = {}
+        self.running = sorted(snapshot.running, key=lambda r: r.request.id)
+        self.leaving: dict[str, float] = {}
+        self.victims_for: dict[str, list[RunningJob]] = {}
+        for job in self.running:
+            self._add_alloc(job.request, job.placement.flavour, +1)
+            if job.terminating:
+                self.leaving[job.request.id] = job_end(job, now)
+                if job.preempted_for is not None:
+                    self.victims_for.setdefault(job.preempted_for, []).append(job)
+        self.admits: list[Admit] = []
+        self.preempts: list[Preempt] = []
+        self.reservations: list[Reserve] = []
+        self.waiting: dict[str, _Waiting] = {}
+        self.processed: list[str] = []
+        self.blocked_reservations = 0
+        self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
+        self._no_victims: set[tuple[object, ...]] = set()
+        self._candidates: dict[tuple[str, Band], list[Victim]] = {}
+        self._spots: dict[str, list[tuple[int, int]]] = {}
+        self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        self._clock: QuotaClock | None = None
+        self._classes: dict[tuple[object, ...], _Class] = {}
+
+    # -- fair share and order --------------------------------------------------------------------------------
+
+    def _add_alloc(self, request: JobRequest, flavour: str, sign: int) -> None:
+        row = self.alloc.setdefault(request.team, [0.0, 0.0, 0.0])
+        for k, value in enumerate(request_rates(request, flavour)):
+            row[k] += sign * value
+        self._shares.pop(request.team, None)
+
+    def share(self, team: str) -> float:
+        value = self._shares.get(team)
+        if value is None:
+            state = self.snapshot.teams.get(team)
+            if state is None:
+                value = float("inf")
+            else:
+                a = self.alloc.get(team, [0.0, 0.0, 0.0])
+                value = dominant_share((a[0], a[1], a[2]), state.decayed_usage, self.capacity_totals,
+                                       state.weight, self.config.usage_half_life_s)
+            self._shares[team] = value
+        return value
+
+    def band_hint(self, job: PendingJob) -> Band:
+        return band_hint(job, self._fits_nominal)
+
+    def _fits_nominal(self, job: PendingJob) -> bool:
+        request = job.request
+        state = self.snapshot.teams.get(request.team)
+        if state is None:
+            return False
+        usage = self.ledger.usage
+        for f in request.flavours:
+            quota = state.quotas.get(f)
+            if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
+                return True
+        return False
+
+    # -- phase 2 ---------------------------------------------------------------------------------------------
+
+    def enforce_time_limits(self) -> None:
+        for job in self.running:
+            request = job.request
+            if job.terminating or self.now < job.started_at + request.time_limit_s:
+                continue
+            grace = request.grace_s if request.preemptible and not is_scavenger(job) else 0.0
+            self.preempts.append(Preempt(request.id, PreemptReason.TIME_LIMIT, grace, requeue=False))
+            self._mark_leaving(job, self.now + grace)
+
+    def _mark_leaving(self, job: RunningJob, until: float) -> None:
+        self.leaving[job.request.id] = until
+        self.timeline.set_until(job.request, job.placement, until)
+
+    # -- phase 4 ---------------------------------------------------------------------------------------------
+
+    def process(self, pending: PendingJob) -> None:
+        request = pending.request
+        self.processed.append(request.id)
+        # a. A job just like one that already waits this cycle waits too: quota and free units only shrink
+        #    within a cycle and reservations only grow, so the first answer holds (equivalence classes).
+        klass = None
+        if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.victims_for:
+            klass = (request.team, request.shape, request.priority_class, request.preemptible,
+                     self._widened(pending))
+            known = self._classes.get(klass)
+            if (known is not None and request.time_limit_s >= known.min_limit
+                    and known.quota == self._quota_state(request)):
+                waiting = self._wait(pending, known.reason, known.message)
+                waiting.plan_for = known.plan_for
+                if known.misses:
+                    self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
+                                        is_small(request, self.config.small_job_max_units))
+                return
+        outcome = self._process(pending)
+        if klass is not None and outcome is not None:
+            self._classes[klass] = outcome
+
+    def _quota_state(self, request: JobRequest) -> tuple[int, ...]:
+        """Changes whenever the job's team's usage or its cohort's pool does."""
+        state = self.snapshot.teams.get(request.team)
+        versions = self.ledger.version
+        return (versions.get(request.team, 0), versions.get("cohort:" + state.cohort, 0) if state else 0)
+
+    def _process(self, pending: PendingJob) -> _Class | None:
+        """Handle one job; returns what a job of the same class would get, when it simply waits."""
+        request = pending.request
+        quota = self._quota_state(request)
+        pools = [(f, self.cap.pools[f]) for f in request.flavours if f in self.cap.pools]
+        if not pools:
+            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
+                                f"none of {', '.join(request.flavours)} exists in this cluster")
+        shaped = [(f, p) for f, p in pools if 0 < request.units_per_pod <= p.max_cap]
+        if not shaped:
+            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
+                                f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
+        ctx = self._context(pending)
+        small = is_small(request, self.config.small_job_max_units)
+        # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
+        inflight = [v for v in self.victims_for.get(request.id, []) if v.request.id in self.leaving]
+        # c. Quota on each flavour, in the job's order of preference.
+        options: list[tuple[str, Pool, Verdict]] = []
+        refused: list[tuple[str, Reason | None, bool]] = []
+        best: tuple[int, int, Reason, str] | None = None
+        for index, (f, pool) in enumerate(shaped):
+            verdict = self.ledger.verdict(request, f)
+            if verdict.admitted_as is None:
+                assert verdict.reason is not None
+                best = _better(best, index, verdict.reason, verdict.message)
+                if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                    refused.append((f, verdict.reason, False))
+            else:
+                options.append((f, pool, verdict))
+        if not options:
+            assert best is not None
+            return self._refuse(pending, quota, best[2], best[3], refused)
+        # d. Placement now: the first flavour that fits without preemption (misses cached per shape).
+        misses: list[tuple[int, str, Pool, Verdict, Miss]] = []
+        for index, (f, pool, verdict) in enumerate(options):
+            if verdict.reclaim and not inflight:
+                misses.append((index, f, pool, verdict, Miss(
+                    Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
+                    f"fits the team's nominal {f} quota, which is lent out; borrowers cannot be preempted yet")))
+                continue
+            placement = place(self.cap, pool, request, ctx, small)
+            if placement is not None:
+                assert verdict.admitted_as is not None
+                self._admit(pending, pool, placement, verdict.admitted_as, ctx.end)
+                return None
+            misses.append((index, f, pool, verdict, self._miss(pending, pool, ctx, small)))
+        if inflight:
+            self._await_victims(pending, inflight, options)
+            return None
+        # e. Preemption, when the job's band allows it and its best flavour is not merely deferred.
+        if max(m[4].fit for m in misses) < Fit.DEFERRED:
+            for index, f, pool, verdict, miss in misses:
+                if self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="now"):
+                    return None
+        # f. Wait, with a reservation for the head of the line.
+        choice = max(misses, key=lambda m: (_REASON_RANK[m[4].reason], -m[0]))
+        miss = choice[4]
+        waiting = self._wait(pending, miss.reason, miss.message)
+        waiting.plan_for = [(f, None, v.reclaim) for _, f, _, v, m in misses if not m.never]
+        reservable = [m for m in misses if not m[4].never and not m[3].reclaim and m[4].reason in _CAPACITY_REASONS]
+        outcome = _Class(miss.reason, miss.message, waiting.plan_for, reservable, request.time_limit_s, quota)
+        if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
+            if self._maybe_reserve(pending, waiting, reservable, ctx, small):
+                return None
+            outcome.message = miss.message
+        return outcome
+
+    def _refuse(self, pending: PendingJob, quota: tuple[int, ...], reason: Reason, message: str,
+                plan_for: list[tuple[str, Reason | None, bool]] | None = None) -> _Class:
+        waiting = self._wait(pending, reason, message)
+        waiting.plan_for = plan_for or []
+        return _Class(reason, message, waiting.plan_for, [], 0.0, quota)
+
+    def _context(self, pending: PendingJob) -> PlaceContext:
+        request = pending.request
+        avoid = frozenset(self.cap.index[n] for n in pending.avoid_nodes if n in self.cap.index)
+        restart = None
+        if pending.restart_block is not None and pending.restart_block in self.cap.block_names:
+            restart = self.cap.block_names.index(pending.restart_block)
+        return PlaceContext(end=self.now + request.time_limit_s, avoid=avoid, restart_block=restart,
+                            widened=self._widened(pending))
+
+    def _widened(self, pending: PendingJob) -> bool:
+        request = pending.request
+        if request.topology_level is None or request.topology_level >= TopologyLevel.CLUSTER:
+            return True
+        if request.topology_required:
+            return False
+        return self.now - pending.queued_at >= self.config.topology_widen_after_s
+
+    def _widen_at(self, pending: PendingJob) -> float | None:
+        request = pending.request
+        if request.topology_required:
+            return None
+        return pending.queued_at + self.config.topology_widen_after_s
+
+    def _miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
+        """Why the job does not fit ``pool``; identical shapes share the answer for the rest of the cycle
+        (free units only shrink and reservations only grow within a cycle, so a miss stays a miss)."""
+        request = pending.request
+        cacheable = not ctx.avoid and ctx.restart_block is None
+        key = (pool.flavour, request.shape, ctx.widened)
+        if cacheable:
+            hit = self._miss_cache.get(key)
+            if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
+                return hit[0]
+        miss = explain(self.cap, pool, request, ctx, small, self.now, self._widen_at(pending))
+        if cacheable:
+            self._miss_cache[key] = (miss, ctx.end)
+        return miss
+
+    def _admit(self, pending: PendingJob, pool: Pool, placement: Placement, admitted_as: AdmittedAs,
+               end: float) -> None:
+        request = pending.request
+        occupy(self.cap, pool, request, placement, end)
+        self.ledger.add(request, pool.flavour, admitted_as)
+        self._add_alloc(request, pool.flavour, +1)
+        self.timeline.set_until(request, placement, end)
+        self.admits.append(Admit(request.id, placement, admitted_as,
+                                 backfill=self.blocked_reservations > 0))
+
+    def _wait(self, pending: PendingJob, reason: Reason, message: str) -> _Waiting:
+        waiting = _Waiting(pending, reason, message)
+        self.waiting[pending.request.id] = waiting
+        return waiting
+
+    def _commit(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
+        """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
+        self.ledger.add(request, flavour, admitted_as)
+        self._add_alloc(request, flavour, +1)
+
+    def _hold(self, request: JobRequest, slot: Slot) -> None:
+        pool = self.cap.pools[slot.flavour]
+        add_holds(pool, self.timeline.holds(slot, request.id))
+        self.timeline.book(slot, request.time_limit_s)
+        self.reservations.append(Reserve(request.id, slot.flavour,
+                                         self.timeline.placement(slot).nodes, slot.start))
+
+    def _await_victims(self, pending: PendingJob, victims: list[RunningJob],
+                       options: list[tuple[str, Pool, Verdict]]) -> None:
+        request = pending.request
+        by = max(self.leaving[v.request.id] for v in victims)
+        flavour = victims[0].placement.flavour
+        option = next(((f, p, v) for f, p, v in options if f == flavour), options[0])
+        f, pool, verdict = option
+        assert verdict.admitted_as is not None
+        self._commit(request, f, verdict.admitted_as)
+        waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
+                             f"{len(victims)} victim(s) signalled; starts when they exit, by "
+                             f"{format_duration(by - self.now)} from now")
+        slot = self.timeline.earliest(request, f, not_before=by, widen_at=self._widen_at(pending))
+        if slot is not None:
+            self._hold(request, slot)
+            waiting.estimate = slot.start
+        else:
+            waiting.estimate = by
+        waiting.planned = True
+
+    def _reclaim_after(self, request: JobRequest, flavour: str) -> float:
+        """When a borrower in the job's cohort can first be preempted for it (minimum run time), or ends."""
+        cohort = self.snapshot.teams[request.team].cohort
+        ready = self._reclaim_ready.get((cohort, flavour))
+        if ready is None:
+            ready = []
+            for job in self.running:
+                other = self.snapshot.teams.get(job.request.team)
+                if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
+                        or job.request.id in self.leaving or other is None or other.cohort != cohort):
+                    continue
+                at = job.started_at + self.config.min_run_time_s + self._grace(job)
+                ready.append((min(at, job_end(job, self.now)), job.request.team))
+            ready.sort()
+            self._reclaim_ready[(cohort, flavour)] = ready
+        for at, team in ready:
+            if team != request.team:
+                return max(at, self.now)
+        return self.now
+
+    # -- preemption ------------------------------------------------------------------------------------------
+
+    def _candidates_for(self, flavour: str, band: Band) -> list[Victim]:
+        """Running jobs on ``flavour`` in bands below ``band``, cheapest first; built once per cycle and band.
+        Below critical, jobs inside their minimum run time are left out (scavenger work excepted)."""
+        key = (flavour, band)
+        found = self._candidates.get(key)
+        if found is None:
+            victims = [victim(job, self.now, self.config) for job in self.running
+                       if job.placement.flavour == flavour and not job.terminating and job.band < band]
+            if band is not Band.CRITICAL:
+                victims = [v for v in victims if v.scavenger or not v.protected]
+            found = sorted(victims, key=lambda v: v.key)
+            for v in found:
+                if v.id not in self._spots:
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+            self._candidates[key] = found
+        return found
+
+    def _try_preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
+                     miss: Miss, mode: str, slot: Slot | None = None) -> bool:
+        """Find and signal victims so ``pending`` fits ``pool``. ``mode``: ``now`` (reclaim, critical, single
+        node; gangs only over scavenger work) or ``reservation`` (a gang whose reservation is far off, costed)."""
+        request = pending.request
+        assert verdict.admitted_as is not None
+        band = band_of(request.priority_class, verdict.admitted_as)
+        if band is Band.SCAVENGER or miss.never:
+            return False
+        immediate = verdict.reclaim or band is Band.CRITICAL or request.pods == 1
+        scavengers_only = mode == "now" and not immediate
+        key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened)
+        if key in self._no_victims:
+            return False
+        cohort = self.snapshot.teams[request.team].cohort
+        teams = self.snapshot.teams
+        reclaim_only = verdict.reclaim and band is not Band.CRITICAL
+        eligible = []
+        for v in self._candidates_for(pool.flavour, band):
+            if v.id in self.leaving:
+                continue
+            if not v.scavenger:
+                if scavengers_only:
+                    break
+                if not may_preempt(request, band, v):
+                    continue
+                if reclaim_only:
+                    other = teams.get(v.job.request.team)
+                    if other is None or other.cohort != cohort:
+                        continue
+            eligible.append(v)
+        if not eligible:
+            self._no_victims.add(key)
+            return False
+        target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
+        search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
+        found = search.run(eligible)
+        if found is None:
+            self._no_victims.add(key)
+            return False
+        if mode == "reservation" and not self._worth_it(request, pool.flavour, found, slot):
+            return False
+        self._signal(pending, pool, verdict, found, mode, band)
+        return True
+
+    def _worth_it(self, request: JobRequest, flavour: str, found: Found, slot: Slot | None) -> bool:
+        """Preempting for a far-off reservation pays when it loses fewer GPU-hours than the job would wait."""
+        if slot is None:
+            return True
+        grace = max((self._grace(v.job) for v in found.victims), default=0.0)
+        speed = FLAVOURS[flavour].speed if flavour in FLAVOURS else 1.0
+        saved = request.units * speed * max(0.0, slot.start - (self.now + grace)) / 3600.0
+        return found.gpu_hours < saved
+
+    @staticmethod
+    def _grace(job: RunningJob) -> float:
+        if is_scavenger(job) or not job.request.preemptible:
+            return 0.0
+        return job.request.grace_s
+
+    def _signal(self, pending: PendingJob, pool: Pool, verdict: Verdict, found: Found, mode: str,
+                band: Band) -> None:
+        request = pending.request
+        state = self.snapshot.teams[request.team]
+        assert verdict.admitted_as is not None
+        latest = self.now
+        for v in found.victims:
+            job = v.job
+            other = self.snapshot.teams.get(job.request.team)
+            if mode == "reservation":
+                reason = PreemptReason.RESERVATION
+            elif (job.admitted_as is AdmittedAs.BORROWED and band >= Band.GUARANTEED
+                  and verdict.admitted_as is AdmittedAs.NOMINAL and other is not None
+                  and other.cohort == state.cohort):
+                reason = PreemptReason.RECLAIM
+            else:
+                reason = PreemptReason.HIGHER_BAND
+            grace = self._grace(job)
+            self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id))
+            self._mark_leaving(job, self.now + grace)
+            latest = max(latest, self.now + grace)
+        self._commit(request, pool.flavour, verdict.admitted_as)
+        slot = Slot(pool.flavour, latest, tuple((pool.pos[self.cap.index[p.node]], p.units)
+                                                for p in found.placement.pods))
+        self._hold(request, slot)
+        waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
+                             f"preempting {len(found.victims)} job(s) ({found.gpu_hours:.1f} GPU-hours at risk); "
+                             f"starts when they exit, within {format_duration(latest - self.now)}")
+        waiting.estimate = latest
+        waiting.planned = True
+
+    # -- reservations ----------------------------------------------------------------------------------------
+
+    def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
+                       misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
+        """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
+        when that costs less). Returns True when it preempted instead."""
+        request = pending.request
+        limit = self.config.max_reservations
+        starving = self.now - pending.queued_at >= self.config.starvation_after_s
+        if (request.priority_class is PriorityClass.SCAVENGER
+                or self.blocked_reservations >= (2 * limit if starving else limit)):
+            return False
+        best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
+        for entry in misses:
+            index, f, pool, verdict, miss = entry
+            if miss.never or verdict.reclaim or miss.reason not in _CAPACITY_REASONS:
+                continue
+            slot = self.timeline.earliest(request, f, not_before=self.now, widen_at=self._widen_at(pending),
+                                          avoid=ctx.avoid)
+            if slot is not None and (best is None or (slot.start, index) < (best[0], best[1])):
+                best = (slot.start, index, slot, entry)
+        far = self.config.reservation_preempt_after_s
+        if request.pods > 1 and (best is None or best[0] - self.now > far):
+            for index, f, pool, verdict, miss in misses:
+                slot_f = best[2] if best is not None and best[3][1] == f else None
+                if not miss.never and not verdict.reclaim and self._try_preempt(
+                        pending, pool, verdict, ctx, small, miss, mode="reservation", slot=slot_f):
+                    return True
+        if best is None:
+            return False
+        slot = best[2]
+        self.blocked_reservations += 1
+        self._hold(request, slot)
+        waiting.estimate = slot.start
+        waiting.planned = True
+        waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
+        return False
+
+    # -- phase 5 ---------------------------------------------------------------------------------------------
+
+    def defragment(self) -> None:
+        gangs: dict[str, int] = {}
+        for waiting in self.waiting.values():
+            request = waiting.job.request
+            if request.pods > 1 and waiting.reason in _CAPACITY_REASONS and waiting.plan_for:
+                flavour = waiting.plan_for[0][0]
+                gangs[flavour] = gangs.get(flavour, 0) + 1
+        if not gangs:
+            return
+        still = [job for job in self.running if job.request.id not in self.leaving]
+        for flavour in sorted(gangs):
+            pool = self.cap.pools[flavour]
+            if moves_in_flight(self.cap, pool, self.running, self.config):
+                continue
+            for v in plan_moves(self.cap, pool, [j for j in still if j.placement.flavour == flavour],
+                                self.now, self.config):
+                grace = self._grace(v.job)
+                self.preempts.append(Preempt(v.id, PreemptReason.DEFRAGMENT, grace, requeue=True))
+                self._mark_leaving(v.job, self.now + grace)
+
+    # -- phase 6 ---------------------------------------------------------------------------------------------
+
+    def _quota_clock(self) -> QuotaClock:
+        if self._clock is None:
+            ends = [(self.leaving.get(job.request.id, job_end(job, self.now)), job) for job in self.running]
+            self._clock = QuotaClock(self.ledger, ends)
+        return self._clock
+
+    def plan_waits(self) -> None:
+        """Estimated starts for every waiting job, in cycle order, on the timeline the reservations use: each
+        job is booked at the earliest instant its shape fits (and its quota allows), after those before it."""
+        for job_id in self.processed:
+            waiting = self.waiting.get(job_id)
+            if waiting is None or waiting.planned:
+                continue
+            request = waiting.job.request
+            best: Slot | None = None
+            for flavour, quota_reason, reclaim in waiting.plan_for:
+                if quota_reason is not None:
+                    not_before = self._quota_clock().free_at(request, flavour, quota_reason)
+                    if not_before is None:
+                        continue
+                elif reclaim:
+                    not_before = self._reclaim_after(request, flavour)
+                else:
+                    not_before = self.now
+                slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
+                                              widen_at=self._widen_at(waiting.job))
+                if slot is not None and (best is None or slot.start < best.start):
+                    best = slot
+            if best is not None:
+                self.timeline.book(best, request.time_limit_s)
+                waiting.estimate = best.start
+
+    def carry_plan(self, plan: Plan) -> None:
+        """Estimated starts from the last plan (made on its own cadence), never earlier than now."""
+        for waiting in self.waiting.values():
+            if waiting.planned:
+                continue
+            estimate = plan.estimates.get(waiting.job.request.id)
+            waiting.estimate = None if estimate is None else max(estimate, self.now)
+
+    def estimates(self) -> dict[str, float | None]:
+        return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
+
+    def result(self) -> CycleResult:
+        waits: list[Wait] = []
+        for team in sorted(self.queues):
+            position = 0
+            for job in self.queues[team]:
+                waiting = self.waiting.get(job.request.id)
+                if waiting is None:
+                    continue
+                position += 1
+                waits.append(Wait(job.request.id, waiting.reason, waiting.message, position, waiting.estimate))
+        rank = {job_id: k for k, job_id in enumerate(self.processed)}
+        waits.sort(key=lambda w: rank[w.job_id])
+        return CycleResult(now=self.now, admits=self.admits, preempts=self.preempts,
+                           reservations=self.reservations, waits=waits)
+
+
+def _better(best: tuple[int, int, Reason, str] | None, index: int, reason: Reason,
+            message: str) -> tuple[int, int, Reason, str]:
+    """Keep the most promising reason (ties: the flavour listed first)."""
+    rank = _REASON_RANK[reason]
+    if best is None or (rank, -index) > (best[0], -best[1]):
+        return (rank, index, reason, message)
+    return best
+

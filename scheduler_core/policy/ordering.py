@@ -1,0 +1,88 @@
+"""The order in which a cycle considers pending jobs (DESIGN §3.2, step 2).
+
+* **Bands first**: critical > guaranteed (fits its team's unused nominal quota) > borrowed > scavenger.
+* **Across teams**, within a band: the lowest weighted dominant share (DRF over GPUs, CPUs and memory, with
+  decayed usage) goes next. Shares are recomputed as the cycle admits work, so one team's burst does not take
+  every free unit of the cycle.
+* **Within a team**: priority class, then a preempted job back at the front, then — for short, small work —
+  attained service (GPU·s already used) in a few discrete levels (Tiresias), then age. Work that has waited
+  longer than ``starvation_after_s`` is promoted to the first level, so nothing starves.
+
+Every key ends in explicit, unique fields (submission time, id): the order never depends on dict or hash order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Iterator, Mapping, Sequence
+
+from ..model.job import PriorityClass
+from .snapshot import Band, PendingJob, PolicyConfig
+
+
+def service_level(job: PendingJob, now: float, config: PolicyConfig) -> int:
+    """0, 1, 2…: how much GPU·time a small job has already had. Large jobs and long waiters are level 0."""
+    if job.request.units > config.small_job_max_units:
+        return 0
+    if now - job.queued_at >= config.starvation_after_s:
+        return 0
+    return sum(1 for threshold in config.service_levels_gpu_s if job.attained_gpu_s >= threshold)
+
+
+def team_key(job: PendingJob, now: float, config: PolicyConfig) -> tuple[int, int, int, float, float, str]:
+    """The order of one team's queue: priority, front of queue, service level, age, id."""
+    request = job.request
+    return (-request.priority_class.rank, 0 if job.front_of_queue else 1, service_level(job, now, config),
+            request.submitted_at, job.queued_at, request.id)
+
+
+def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig) -> dict[str, list[PendingJob]]:
+    """Each team's pending jobs in its own queue order."""
+    queues: dict[str, list[PendingJob]] = {}
+    for job in pending:
+        queues.setdefault(job.request.team, []).append(job)
+    for jobs in queues.values():
+        jobs.sort(key=lambda j: team_key(j, now, config))
+    return queues
+
+
+def band_hint(job: PendingJob, fits_nominal: Callable[[PendingJob], bool]) -> Band:
+    """The band a job would run in if admitted now: what orders it against other teams' work."""
+    priority = job.request.priority_class
+    if priority is PriorityClass.CRITICAL:
+        return Band.CRITICAL
+    if priority is PriorityClass.SCAVENGER:
+        return Band.SCAVENGER
+    return Band.GUARANTEED if fits_nominal(job) else Band.BORROWED
+
+
+class TeamOrder:
+    """Merges the team queues: always the head of the team with the highest band, then lowest share.
+
+    Iterate it; after each job is handled (admitted or not) the team goes back in with its next job, its band
+    and share computed *then*, so a cycle's own admissions move the team back.
+    """
+
+    def __init__(self, queues: Mapping[str, list[PendingJob]], band: Callable[[PendingJob], Band],
+                 share: Callable[[str], float]) -> None:
+        self._queues = queues
+        self._band = band
+        self._share = share
+        self._next = dict.fromkeys(queues, 0)
+        self._heap: list[tuple[int, float, str]] = []
+        for team in sorted(queues):
+            if queues[team]:
+                self._push(team)
+
+    def _push(self, team: str) -> None:
+        job = self._queues[team][self._next[team]]
+        heapq.heappush(self._heap, (-int(self._band(job)), self._share(team), team))
+
+    def __iter__(self) -> Iterator[PendingJob]:
+        while self._heap:
+            _, _, team = heapq.heappop(self._heap)
+            index = self._next[team]
+            self._next[team] = index + 1
+            yield self._queues[team][index]
+            if index + 1 < len(self._queues[team]):
+                self._push(team)

@@ -1,0 +1,341 @@
+"""Reservations and the plan: when will a job that does not fit now fit, and on which nodes.
+
+The timeline knows, for every unit, when it becomes free: now if free, else the end of the job holding it
+(``started_at + time_limit_s``, or the termination deadline of a signalled job) — time limits are enforced, so
+that is a promise, as in Slurm's backfill. A job planned at ``T`` holds its units from then to ``T + time
+limit``; units are never planned into a hole before a later booking (conservative, no holes), which keeps
+each query a sort of a few numbers.
+
+A reservation is the plan of a blocked head job turned into :class:`~.capacity.Hold`\\ s on its nodes: from
+``start_at`` it needs units that will be free by then, so a job that would still be running at ``start_at``
+may use a held node only for the units the reservation can spare. That is the backfill rule: start a
+lower job only if it ends before the reservation starts or uses none of what it needs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..model.job import TopologyLevel
+from .capacity import Capacity, Hold, Pool
+from .snapshot import JobRequest, Placement, PodPlacement, RunningJob
+
+INF = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A planned start: ``pods`` lists (node position in the pool, unit indices) per pod."""
+
+    flavour: str
+    start: float
+    pods: tuple[tuple[int, tuple[int, ...]], ...]
+
+
+def job_end(job: RunningJob, now: float) -> float:
+    """When a running job's units come back, as far as the plan knows."""
+    if job.terminating:
+        end = job.terminate_by if job.terminate_by is not None else now + job.request.grace_s
+    else:
+        end = job.started_at + job.request.time_limit_s
+    return max(end, now)
+
+
+class _WholeNodes:
+    """For a flavour whose nodes all have the same number of units: each node's "wholly free" time, kept
+    sorted per block, per leaf and over the cluster, so a whole-node gang asks "when are the k-th earliest
+    nodes of this block free" in O(1) instead of sorting the cluster for every job."""
+
+    def __init__(self, pool: Pool, times: list[float]) -> None:
+        self.pool = pool
+        self.cur = list(times)
+        self.block: dict[int, list[tuple[float, int]]] = {b: [] for b in pool.blocks}
+        self.spare: dict[int, list[tuple[float, int]]] = {b: [] for b in pool.blocks}
+        self.leaf: dict[int, list[tuple[float, int]]] = {k: [] for k in pool.leaves}
+        self.all: list[tuple[float, int]] = []
+        self.all_spare: list[tuple[float, int]] = []
+        for j, t in enumerate(times):
+            for lst in self._lists(j):
+                lst.append((t, j))
+        for group in (self.block, self.spare, self.leaf):
+            for lst in group.values():
+                lst.sort()
+        self.all.sort()
+        self.all_spare.sort()
+
+    def _lists(self, j: int) -> list[list[tuple[float, int]]]:
+        pool = self.pool
+        if not pool.usable[j]:
+            return []
+        if pool.spare[j]:
+            return [self.spare[pool.block[j]], self.all_spare]
+        return [self.block[pool.block[j]], self.leaf[pool.leaf[j]], self.all]
+
+    def update(self, j: int, t: float) -> None:
+        old = self.cur[j]
+        if old == t:
+            return
+        for lst in self._lists(j):
+            del lst[bisect_left(lst, (old, j))]
+            insort(lst, (t, j))
+        self.cur[j] = t
+
+
+class Timeline:
+    """Per flavour and node, the instant each unit becomes free."""
+
+    def __init__(self, cap: Capacity, running: Iterable[RunningJob], now: float) -> None:
+        self.cap = cap
+        self.now = now
+        self.times: dict[str, list[list[float]]] = {
+            flavour: [[now] * c for c in pool.cap] for flavour, pool in cap.pools.items()}
+        self._sorted: dict[str, list[list[float] | None]] = {
+            flavour: [None] * len(pool.cap) for flavour, pool in cap.pools.items()}
+        self._kth_cache: dict[tuple[str, int], tuple[list[float], list[tuple[float, int]]]] = {}
+        self._whole: dict[str, _WholeNodes] = {}
+        for job in running:
+            times = self.times.get(job.placement.flavour)
+            if times is None:
+                continue
+            until = job_end(job, now)
+            for _, j, bits in cap.pod_bits(job.placement):
+                row = times[j]
+                unit = 0
+                while bits:
+                    if bits & 1:
+                        row[unit] = until
+                    bits >>= 1
+                    unit += 1
+
+    # -- updates -----------------------------------------------------------------------------------------------
+
+    def set_until(self, request: JobRequest, placement: Placement, until: float) -> None:
+        """The units of ``placement`` are busy until ``until`` (a running, admitted or leaving job)."""
+        times = self.times.get(placement.flavour)
+        if times is None:
+            return
+        for i, j, bits in self.cap.pod_bits(placement):
+            row = times[j]
+            for unit in range(len(row)):
+                if bits >> unit & 1:
+                    row[unit] = until
+            self._touch(placement.flavour, j)
+
+    def book(self, slot: Slot, duration: float) -> None:
+        """Plan the slot's units as busy from its start for ``duration`` (no holes before it)."""
+        times = self.times[slot.flavour]
+        end = slot.start + duration
+        touched = set()
+        for j, units in slot.pods:
+            row = times[j]
+            for unit in units:
+                row[unit] = max(row[unit], end)
+            touched.add(j)
+        for j in touched:
+            self._touch(slot.flavour, j)
+
+    def _touch(self, flavour: str, j: int) -> None:
+        self._sorted[flavour][j] = None
+        pool = self.cap.pools[flavour]
+        whole = self._whole.get(flavour)
+        if whole is not None:
+            whole.update(j, max(self.times[flavour][j]))
+        for (f, g), (values, heap) in self._kth_cache.items():
+            if f == flavour:
+                value = self._kth_value(pool, j, g)
+                if values[j] != value:
+                    values[j] = value
+                    heapq.heappush(heap, (value, j))
+
+    # -- queries -----------------------------------------------------------------------------------------------
+
+    def sorted_times(self, flavour: str, j: int) -> list[float]:
+        cache = self._sorted[flavour]
+        row = cache[j]
+        if row is None:
+            row = sorted(self.times[flavour][j])
+            cache[j] = row
+        return row
+
+    def _kth_value(self, pool: Pool, j: int, g: int) -> float:
+        if not pool.usable[j] or pool.spare[j] or pool.cap[j] < g:
+            return INF
+        return self.sorted_times(pool.flavour, j)[g - 1]
+
+    def _kth(self, flavour: str, g: int) -> tuple[list[float], list[tuple[float, int]]]:
+        entry = self._kth_cache.get((flavour, g))
+        if entry is None:
+            pool = self.cap.pools[flavour]
+            values = [self._kth_value(pool, j, g) for j in range(len(pool.cap))]
+            heap = [(value, j) for j, value in enumerate(values) if value < INF]
+            heapq.heapify(heap)
+            entry = (values, heap)
+            self._kth_cache[(flavour, g)] = entry
+        return entry
+
+    def earliest(self, request: JobRequest, flavour: str, *, not_before: float, widen_at: float | None,
+                 avoid: frozenset[int] = frozenset()) -> Slot | None:
+        """The earliest slot for ``request`` on ``flavour`` no sooner than ``not_before``; ``None`` if the plan
+        never frees enough (unhealthy nodes, a shape larger than any domain). ``widen_at``: when a
+        ``preferred`` job may spread over blocks (``None``: never)."""
+        pool = self.cap.pools.get(flavour)
+        if pool is None or request.units_per_pod > pool.max_cap:
+            return None
+        if request.pods == 1:
+            return self._earliest_single(pool, request, not_before, avoid)
+        return self._earliest_gang(pool, request, not_before, widen_at, avoid)
+
+    def _units_at(self, pool: Pool, j: int, count: int) -> tuple[int, ...]:
+        row = self.times[pool.flavour][j]
+        order = sorted(range(len(row)), key=lambda u: (row[u], u))
+        return tuple(sorted(order[:count]))
+
+    def _earliest_single(self, pool: Pool, request: JobRequest, not_before: float,
+                         avoid: frozenset[int]) -> Slot | None:
+        g = request.units_per_pod
+        values, heap = self._kth(pool.flavour, g)
+        if avoid:
+            best = min(((v, j) for j, v in enumerate(values) if pool.members[j] not in avoid and v < INF),
+                       default=None)
+        else:
+            while heap and heap[0][0] != values[heap[0][1]]:
+                heapq.heappop(heap)
+            best = heap[0] if heap else None
+        if best is None or best[0] == INF:
+            return None
+        start, j = best
+        return Slot(pool.flavour, max(start, not_before, self.now), ((j, self._units_at(pool, j, g)),))
+
+    def _events(self, pool: Pool, nodes: Iterable[int], g: int, spares: bool,
+                avoid: frozenset[int]) -> list[tuple[float, int]]:
+        """(time, node) each time a node can take one more pod: its (k·g)-th free unit."""
+        out: list[tuple[float, int]] = []
+        for j in nodes:
+            if not pool.usable[j] or (pool.spare[j] and not spares) or pool.members[j] in avoid:
+                continue
+            row = self.sorted_times(pool.flavour, j)
+            for k in range(g, len(row) + 1, g):
+                out.append((row[k - 1], j))
+        return out
+
+    def _whole_nodes(self, pool: Pool) -> _WholeNodes:
+        whole = self._whole.get(pool.flavour)
+        if whole is None:
+            times = self.times[pool.flavour]
+            whole = _WholeNodes(pool, [max(row) if row else INF for row in times])
+            self._whole[pool.flavour] = whole
+        return whole
+
+    def _earliest_whole(self, pool: Pool, pods: int, domain_level: TopologyLevel, spread_at: float | None,
+                        floor: float) -> Slot | None:
+        """Whole-node gangs: the k-th smallest "wholly free" time per domain, from the sorted indexes."""
+        whole = self._whole_nodes(pool)
+        for spares in (False, True):
+            if spares and not pool.has_spare:
+                break
+            best: tuple[float, int, int, list[tuple[float, int]]] | None = None
+            if domain_level is TopologyLevel.BLOCK:
+                domains = [(k, whole.block[k], whole.spare[k]) for k in sorted(whole.block)]
+            else:
+                domains = [(k, whole.leaf[k], []) for k in sorted(whole.leaf)]
+            for key, lst, spare in domains:
+                if spares and spare:
+                    if len(lst) + len(spare) < pods:
+                        continue
+                    lst = sorted(lst + spare)
+                elif len(lst) < pods:
+                    continue
+                start = max(lst[pods - 1][0], floor)
+                if best is None or (start, 0, key) < best[:3]:
+                    best = (start, 0, key, lst[:pods])
+            if spread_at is not None:
+                lst = sorted(whole.all + whole.all_spare) if spares else whole.all
+                if len(lst) >= pods:
+                    start = max(lst[pods - 1][0], floor, spread_at)
+                    if best is None or (start, 1, 0) < best[:3]:
+                        best = (start, 1, 0, lst[:pods])
+            if best is not None and best[0] < INF:
+                g = pool.uniform_cap or 0
+                return Slot(pool.flavour, best[0],
+                            tuple((j, self._units_at(pool, j, g)) for _, j in sorted(best[3], key=lambda e: e[1])))
+        return None
+
+    def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
+                       avoid: frozenset[int]) -> Slot | None:
+        g, pods = request.units_per_pod, request.pods
+        level = request.topology_level
+        if level is None or level >= TopologyLevel.CLUSTER:
+            domain_level: TopologyLevel | None = TopologyLevel.BLOCK
+            spread_at: float | None = self.now
+        else:
+            domain_level = min(level, TopologyLevel.BLOCK)
+            spread_at = None if request.topology_required else widen_at
+        floor = max(not_before, self.now)
+        if (pool.uniform_cap == g and not avoid and domain_level is not None
+                and domain_level >= TopologyLevel.LEAF):
+            return self._earliest_whole(pool, pods, domain_level, spread_at, floor)
+        for spares in (False, True):
+            if spares and not pool.has_spare:
+                break
+            best: tuple[float, int, list[tuple[float, int]]] | None = None
+            if domain_level is TopologyLevel.NODE:
+                groups: list[list[int]] = [[j] for j in range(len(pool.cap))]
+            elif domain_level is TopologyLevel.LEAF:
+                groups = [pool.leaves[k] for k in sorted(pool.leaves)]
+            else:
+                groups = [pool.blocks[k] for k in sorted(pool.blocks)]
+            for nodes in groups:
+                events = self._events(pool, nodes, g, spares, avoid)
+                if len(events) < pods:
+                    continue
+                events.sort()
+                start = max(events[pods - 1][0], floor)
+                if best is None or start < best[0]:
+                    best = (start, 0, events[:pods])
+            if spread_at is not None:
+                events = self._events(pool, range(len(pool.cap)), g, spares, avoid)
+                if len(events) >= pods:
+                    events.sort()
+                    start = max(events[pods - 1][0], floor, spread_at)
+                    if best is None or start < best[0]:
+                        best = (start, 1, events[:pods])
+            if best is not None and best[0] < INF:
+                start, _, chosen = best
+                per_node: dict[int, int] = {}
+                for _, j in chosen:
+                    per_node[j] = per_node.get(j, 0) + 1
+                slot_pods: list[tuple[int, tuple[int, ...]]] = []
+                for j in sorted(per_node):
+                    units = self._units_at(pool, j, per_node[j] * g)
+                    for k in range(per_node[j]):
+                        slot_pods.append((j, units[k * g:(k + 1) * g]))
+                return Slot(pool.flavour, start, tuple(slot_pods))
+        return None
+
+    # -- reservations ------------------------------------------------------------------------------------------
+
+    def holds(self, slot: Slot, job_id: str) -> dict[int, Hold]:
+        """The holds that keep ``slot`` free from jobs that would still run at its start."""
+        times = self.times[slot.flavour]
+        need: dict[int, int] = {}
+        for j, units in slot.pods:
+            need[j] = need.get(j, 0) + len(units)
+        out: dict[int, Hold] = {}
+        for j, count in need.items():
+            ready = sum(1 for t in times[j] if t <= slot.start)
+            out[j] = Hold(job_id=job_id, start_at=slot.start, slack=max(ready - count, 0))
+        return out
+
+    def placement(self, slot: Slot) -> Placement:
+        pool = self.cap.pools[slot.flavour]
+        return Placement(flavour=slot.flavour, pods=tuple(
+            PodPlacement(node=self.cap.nodes[pool.members[j]].name, units=units) for j, units in slot.pods))
+
+
+def add_holds(pool: Pool, holds: dict[int, Hold]) -> None:
+    for j, hold in holds.items():
+        pool.holds.setdefault(j, []).append(hold)
