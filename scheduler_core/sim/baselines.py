@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..policy.decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
-from ..policy.snapshot import AdmittedAs, PendingJob, Placement, RunningJob, Snapshot, TeamState
+from ..policy.snapshot import AdmittedAs, NodeState, PendingJob, Placement, RunningJob, Snapshot, TeamState
 from .freemap import FreeMap, placement_key
 
 POLICIES = ("fifo", "kueue", "easy")
@@ -36,13 +36,43 @@ class _Cycle:
     result: CycleResult
     failed: set[tuple[object, ...]] = field(default_factory=set)
     never: dict[tuple[object, ...], bool] = field(default_factory=dict)
+    signalled: set[str] = field(default_factory=set)
     _empty: FreeMap | None = None
+    _after: FreeMap | None = None
+    _after_failed: set[tuple[object, ...]] = field(default_factory=set)
 
     @classmethod
     def start(cls, snapshot: Snapshot, now: float) -> _Cycle:
         cycle = cls(snapshot, now, FreeMap(snapshot.nodes, snapshot.running), CycleResult(now=now))
         cycle.result.preempts.extend(time_limit_preempts(snapshot.running, now))
+        cycle.signalled = {p.job_id for p in cycle.result.preempts}
         return cycle
+
+    def after_exits(self) -> FreeMap:
+        """The free map once every signalled job has exited (kept up to date as the cycle admits and signals)."""
+        if self._after is None:
+            self._after = self.free.copy()
+            for job in self.snapshot.running:
+                if job.terminating or job.request.id in self.signalled:
+                    self._after.give(job.placement)
+        return self._after
+
+    def fits_after_exits(self, pending: PendingJob, flavour: str) -> bool:
+        key = placement_key(pending, flavour)
+        if key in self._after_failed:
+            return False
+        found = self.after_exits().place(pending.request, flavour, restart_block=pending.restart_block,
+                                         avoid=pending.avoid_nodes) is not None
+        if not found:
+            self._after_failed.add(key)
+        return found
+
+    def signal(self, victim: RunningJob, preempt: Preempt) -> None:
+        self.signalled.add(victim.request.id)
+        self.result.preempts.append(preempt)
+        if self._after is not None:
+            self._after.give(victim.placement)
+        self._after_failed.clear()
 
     def place(self, pending: PendingJob, *, exclude: frozenset[str] = frozenset()) -> Placement | None:
         """The first listed flavour that fits now, or ``None``; failures are remembered for the cycle (capacity
@@ -61,6 +91,8 @@ class _Cycle:
     def admit(self, pending: PendingJob, placement: Placement, admitted_as: AdmittedAs, *,
               backfill: bool = False) -> None:
         self.free.take(placement)
+        if self._after is not None:
+            self._after.take(placement)
         self.result.admits.append(Admit(pending.request.id, placement, admitted_as, backfill=backfill))
 
     def can_ever_fit(self, pending: PendingJob) -> bool:
@@ -68,7 +100,7 @@ class _Cycle:
         key = (pending.request.shape, pending.restart_block, pending.avoid_nodes)
         if key not in self.never:
             if self._empty is None:
-                self._empty = FreeMap(self.snapshot.nodes)
+                self._empty = _empty_map(self.snapshot.nodes)
             self.never[key] = any(
                 self._empty.place(pending.request, f, restart_block=pending.restart_block,
                                   avoid=pending.avoid_nodes) is not None
@@ -90,6 +122,21 @@ class _Cycle:
     def wait(self, pending: PendingJob, reason: Reason, message: str, estimated_start: float | None = None) -> None:
         position = len(self.result.waits) + 1
         self.result.waits.append(Wait(pending.request.id, reason, message, position, estimated_start))
+
+
+_EMPTY: dict[tuple[tuple[str, str], ...], FreeMap] = {}
+
+
+def _empty_map(nodes: tuple[NodeState, ...]) -> FreeMap:
+    """The cluster with nothing running, memoised on the nodes' names and health (it is the same map cycle after
+    cycle; memoising a pure function keeps the policy pure). Callers must not change it."""
+    key = tuple((node.name, str(node.health)) for node in nodes)
+    found = _EMPTY.get(key)
+    if found is None:
+        if len(_EMPTY) >= 8:
+            _EMPTY.clear()
+        found = _EMPTY[key] = FreeMap(nodes)
+    return found
 
 
 def time_limit_preempts(running: Iterable[RunningJob], now: float) -> list[Preempt]:
@@ -224,8 +271,6 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
     """Kueue with BestEffortFIFO queues in one cohort: quota, borrowing, reclaim; no reservation; first fit."""
     cycle = _Cycle.start(snapshot, now)
     book = QuotaBook(dict(snapshot.teams), snapshot.running)
-    terminating = [job for job in snapshot.running if job.terminating]
-    signalled: set[str] = {p.job_id for p in cycle.result.preempts}
     queues: dict[str, list[PendingJob]] = {}
     for pending in snapshot.pending:
         queues.setdefault(pending.request.team, []).append(pending)
@@ -245,12 +290,11 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
 
         heads.sort(key=lambda p: (needs_borrowing(p), -p.request.priority_class.rank, p.queued_at, p.request.id))
         for pending in heads:
-            _kueue_one(cycle, book, pending, terminating, signalled)
+            _kueue_one(cycle, book, pending)
     return cycle.result
 
 
-def _kueue_one(cycle: _Cycle, book: QuotaBook, pending: PendingJob, terminating: list[RunningJob],
-               signalled: set[str]) -> None:
+def _kueue_one(cycle: _Cycle, book: QuotaBook, pending: PendingJob) -> None:
     request = pending.request
     quota_ok = False
     for flavour in request.flavours:
@@ -267,16 +311,14 @@ def _kueue_one(cycle: _Cycle, book: QuotaBook, pending: PendingJob, terminating:
     # Reclaim: a job within its team's nominal quota may preempt other teams' borrowers, for quota and for room.
     reclaimable = [f for f in request.flavours if book.nominal_fits(request.team, f, request.units)]
     for flavour in reclaimable:
-        if _fits_after(cycle, pending, flavour, [j for j in terminating if j.placement.flavour == flavour]):
+        if cycle.fits_after_exits(pending, flavour):
             cycle.wait(pending, Reason.PREEMPTING_VICTIMS, "waiting for signalled jobs to exit")
             return
-        victims = _reclaim_victims(cycle, book, pending, flavour, signalled)
+        victims = _reclaim_victims(cycle, book, pending, flavour)
         if victims:
             for victim in victims:
-                signalled.add(victim.request.id)
-                terminating.append(victim)
-                cycle.result.preempts.append(Preempt(victim.request.id, PreemptReason.RECLAIM,
-                                                     victim.request.grace_s, requeue=True, for_job=request.id))
+                cycle.signal(victim, Preempt(victim.request.id, PreemptReason.RECLAIM, victim.request.grace_s,
+                                             requeue=True, for_job=request.id))
             cycle.wait(pending, Reason.PREEMPTING_VICTIMS, f"reclaiming quota from {len(victims)} borrower(s)")
             return
     if not quota_ok and not reclaimable:
@@ -297,49 +339,39 @@ def _place_on(cycle: _Cycle, pending: PendingJob, flavour: str) -> Placement | N
     return found
 
 
-def _fits_after(cycle: _Cycle, pending: PendingJob, flavour: str, leaving: list[RunningJob]) -> bool:
-    if not leaving:
-        return False
-    trial = cycle.free.copy()
-    for job in leaving:
-        trial.give(job.placement)
-    return trial.place(pending.request, flavour, restart_block=pending.restart_block,
-                       avoid=pending.avoid_nodes) is not None
-
-
-def _reclaim_victims(cycle: _Cycle, book: QuotaBook, pending: PendingJob, flavour: str,
-                     signalled: set[str]) -> list[RunningJob]:
+def _reclaim_victims(cycle: _Cycle, book: QuotaBook, pending: PendingJob, flavour: str) -> list[RunningJob]:
     """Kueue's classic order: borrowers of other teams in the cohort, lowest priority first, then the most
     recently admitted. Remove candidates until the job fits, then add back those it did not need."""
-    team = cycle.snapshot.teams[pending.request.team]
+    request = pending.request
+    team = cycle.snapshot.teams[request.team]
     candidates = [
         job for job in cycle.snapshot.running
-        if not job.terminating and job.request.id not in signalled and job.placement.flavour == flavour
+        if not job.terminating and job.request.id not in cycle.signalled and job.placement.flavour == flavour
         and job.admitted_as is AdmittedAs.BORROWED and job.request.team != team.name
         and job.request.preemptible
         and (other := cycle.snapshot.teams.get(job.request.team)) is not None and other.cohort == team.cohort
         and book.used(job.request.team, flavour) > other.nominal(flavour)
     ]
+    if not candidates:
+        return []
     candidates.sort(key=lambda j: (j.request.priority_class.rank, -j.started_at, j.request.id))
-    trial = cycle.free.copy()
+    trial = cycle.after_exits().copy()
     quota = book.copy()
-    for job in cycle.snapshot.running:
-        if job.terminating or job.request.id in signalled:
-            trial.give(job.placement)
-    removed: list[RunningJob] = []
 
     def fits() -> bool:
-        return quota.classify(pending.request.team, flavour, pending.request.units) is not None and \
-            trial.place(pending.request, flavour, restart_block=pending.restart_block,
-                        avoid=pending.avoid_nodes) is not None
+        return (trial.free_units(flavour) >= request.units
+                and quota.classify(request.team, flavour, request.units) is not None
+                and trial.place(request, flavour, restart_block=pending.restart_block,
+                                avoid=pending.avoid_nodes) is not None)
 
+    removed: list[RunningJob] = []
     for job in candidates:
-        if fits():
-            break
         trial.give(job.placement)
         quota.add(job.request.team, flavour, -job.request.units)
         removed.append(job)
-    if not removed or not fits():
+        if fits():
+            break
+    else:
         return []
     for job in reversed(list(removed)):
         trial.take(job.placement)

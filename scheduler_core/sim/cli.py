@@ -25,10 +25,14 @@ from .workloads.types import Workload
 def _teams_for(cluster: str, teams: str | None) -> str:
     if teams is not None:
         return teams
+    builtin = Path(cluster).suffix not in (".yaml", ".yml") and "/" not in cluster
     try:
-        resolve("teams", cluster)
+        if builtin:
+            resolve("teams", cluster)
     except ConfigError:
-        raise click.UsageError(f"--cluster {cluster} is not a built-in cluster: give its teams with --teams") from None
+        builtin = False
+    if not builtin:
+        raise click.UsageError(f"--cluster {cluster} is not a built-in cluster: give its teams with --teams")
     return cluster
 
 

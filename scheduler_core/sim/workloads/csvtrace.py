@@ -28,6 +28,10 @@ from . import overlay
 from .types import Workload, WorkloadJob
 
 REQUIRED = ("job_id", "submit_time_s", "duration_s", "num_gpus")
+#: Spec field → the column that, when present and not empty, replaces the overlay's value.
+_OVERLAID = {"team": "team", "flavour": "flavour", "time_limit": "time_limit_s", "preemptible": "preemptible",
+             "priority_class": "priority_class", "topology": "topology", "kind": "kind",
+             "checkpoint_cost": "checkpoint_cost_s"}
 _NAME_BAD = re.compile(r"[^A-Za-z0-9._\-]")
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
@@ -152,7 +156,7 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: di
         team = row["vc_or_team"]
     else:
         team = overlay.overlay_team(job_id, weights)
-    team_config = by_team[team]
+    team_config = by_team[team]  # type: ignore[assignment]
 
     flavour_text = row.get("flavour", "")
     if flavour_text:
@@ -180,7 +184,9 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: di
     gpus = units / FLAVOURS[flavours[0]].units_per_gpu
     time_limit = (_number(row, "time_limit_s", minimum=60) if row.get("time_limit_s")
                   else overlay.overlay_time_limit(job_id, duration))
-    preemptible = _bool(row, "preemptible") if row.get("preemptible") else overlay.overlay_preemptible(job_id)
+    nominal = min(team_config.quotas[f].nominal if f in team_config.quotas else 0 for f in flavours)
+    preemptible = (_bool(row, "preemptible") if row.get("preemptible")
+                   else overlay.overlay_preemptible(job_id, units, nominal))
     cost = (_number(row, "checkpoint_cost_s", minimum=0) if row.get("checkpoint_cost_s")
             else overlay.overlay_checkpoint_cost(job_id, gpus))
     try:
@@ -195,8 +201,9 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: di
         field = ".".join(str(part) for part in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         raise _Row(f"{field}: {message}" if field else message) from None
+    overlaid = frozenset(name for name, column in _OVERLAID.items() if not row.get(column))
     return WorkloadJob(id=job_id, spec=spec, submit_at=submit, work_s=duration, checkpoint_cost_s=cost,
-                       source=f"{where}:{line}")
+                       source=f"{where}:{line}", overlaid=overlaid)
 
 
 def _enum(row: dict[str, str], name: str, enum: type, default: object) -> object:

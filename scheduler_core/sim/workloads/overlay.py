@@ -30,7 +30,9 @@ OVERLAY_RULES: tuple[str, ...] = (
     "is rejected). Multi-pod jobs get topology preferred: block unless the `topology` column says otherwise.",
     "time_limit: the `time_limit_s` column, else the run time × (1.25 + 1.75u) + 600 s, rounded up to a whole "
     "hour (users over-estimate, as Slurm's backfill expects; no job is stopped by its own limit).",
-    "preemptible: the `preemptible` column, else true for 90 % of jobs (u < 0.9).",
+    "preemptible: the `preemptible` column, else true for 90 % of jobs (u < 0.9) — except that a job is made "
+    "non-preemptible only if it fits its team's nominal quota of its flavour (re-checked after scaling): "
+    "non-preemptible work may not borrow, so a bigger one could never run, and nobody would submit it.",
     "checkpoint cost: the `checkpoint_cost_s` column, else 5 s + 8 s × √GPUs × (0.5 + u), at most 120 s; "
     "interval 'auto' (Young–Daly at the Llama 3 failure rate); grace period 300 s.",
     "priority_class: the `priority_class` column, else standard; kind: the `kind` column, else batch.",
@@ -85,8 +87,8 @@ def overlay_time_limit(job_id: str, run_s: float) -> float:
     return float(math.ceil((run_s * factor + 600.0) / 3600.0) * 3600)
 
 
-def overlay_preemptible(job_id: str) -> bool:
-    return unit(job_id, "preemptible") < 0.9
+def overlay_preemptible(job_id: str, units: int, nominal: int) -> bool:
+    return unit(job_id, "preemptible") < 0.9 or units > nominal
 
 
 def overlay_checkpoint_cost(job_id: str, gpus: float) -> float:

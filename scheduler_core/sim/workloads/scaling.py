@@ -12,11 +12,12 @@ small-job block alone is still too big has that block shrunk. Teams keep their s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ...model.cluster import BlockConfig, ClusterConfig, capacity_by_flavour
 from ...model.flavours import FLAVOURS
 from ...model.team import Quota, TeamConfig, TeamsConfig
-from .types import Workload
+from .types import Workload, WorkloadJob
 
 
 def offered_load(workload: Workload, capacity: Mapping[str, int]) -> dict[str, float]:
@@ -153,9 +154,23 @@ def scale_to_load(workload: Workload, load: float) -> Workload:
     new_capacity = capacity_by_flavour(cluster.expand())
     teams = scale_teams(workload.teams, old_capacity, new_capacity)
     achieved = offered_load(workload, new_capacity)
+    nominal = {t.name: {f: q.nominal for f, q in t.quotas.items()} for t in teams.teams}
+    jobs = tuple(_still_runnable(job, nominal) for job in workload.jobs)
     note = (f"cluster scaled to a target offered load of {load:.2f}: "
             + ", ".join(f"{f}: {counts.get(f, 0)} working nodes in plain blocks, {new_capacity.get(f, 0)} units, "
                         f"load {achieved.get(f, 0):.2f}" for f in sorted(demand))
             + "; MIG pool unchanged; team quotas scaled in proportion")
-    return Workload(name=workload.name, jobs=workload.jobs, cluster=cluster, teams=teams, window=workload.window,
+    return Workload(name=workload.name, jobs=jobs, cluster=cluster, teams=teams, window=workload.window,
                     notes=workload.notes + (note,))
+
+
+def _still_runnable(job: WorkloadJob, nominal: Mapping[str, Mapping[str, int]]) -> WorkloadJob:
+    """The overlay makes a job non-preemptible only if it fits its team's nominal quota; scaled quotas are
+    smaller, so check again (a trace's own ``preemptible`` column is left as it is)."""
+    if job.spec.preemptible or "preemptible" not in job.overlaid:
+        return job
+    quota = min(nominal.get(job.spec.team, {}).get(f, 0) for f in job.spec.flavour)
+    if job.units <= quota:
+        return job
+    spec = job.spec.model_copy(update={"preemptible": True})
+    return replace(job, spec=spec)

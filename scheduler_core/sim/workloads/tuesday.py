@@ -10,6 +10,8 @@ The day (virtual time 0 is Tuesday 00:00; figures cover Tuesday, ``window = (0, 
 * the fraud team's 7B fine-tune on 4 × 8 H100s inside one block (the document's example job), and other
   fine-tunes of 8–256 GPUs; thousands of small jobs of 1–8 GPUs (evaluations, data jobs, debugging);
 * ~300 notebooks on MIG 1g.10gb slices, opened mostly between 08:30 and 10:30 and kept for a working day;
+* 85 % of small jobs and 95 % of fine-tunes are preemptible; a job is non-preemptible only if it fits its team's
+  nominal quota (non-preemptible work may not borrow); notebooks are non-preemptible;
 * demand: fine-tune and small-job run times are scaled (one factor per flavour, found by bisection) so the work
   offered in office hours (09–18), counted as if nothing waited, averages 93 % of each whole-GPU flavour's
   working capacity;
@@ -80,6 +82,14 @@ class _Draft:
     @property
     def units(self) -> int:
         return self.pods * self.per_pod
+
+
+def _preemptible(rng: np.random.Generator, share: float, team: TeamConfig, units: int, flavour: str) -> bool:
+    """Preemptible with probability ``share``; a job is non-preemptible only if it fits its team's nominal quota
+    (non-preemptible work may not borrow, so a bigger one could never run, and nobody would submit it)."""
+    draw = rng.random() < share
+    quota = team.quotas.get(flavour)
+    return bool(draw or quota is None or units > quota.nominal)
 
 
 def _rate(hour: np.ndarray) -> np.ndarray:
@@ -199,14 +209,15 @@ def busy_tuesday(cluster: ClusterConfig, teams: TeamsConfig, seed: int = 0) -> W
         for i, at in enumerate(_arrivals(rng, n_ft, start, end)):
             team = by_name[names[int(rng.choice(len(names), p=activity))]]
             gpus = _choose(rng, FINE_TUNE_GPUS)
+            ft_flavour = flavour_for(team, FINE_TUNE_H100_SHARE)
             pods = max(1, gpus // 8)
             required = pods > 1 and gpus <= 128 and rng.random() < 0.25
             topology = None if pods == 1 else (Topology(required="block") if required
                                                else Topology(preferred="block"))
             drafts.append(_Draft(
-                id=f"{prefix}-ft-{i:04d}", team=team.name, kind=JobKind.BATCH, flavour=flavour_for(team, FINE_TUNE_H100_SHARE),
+                id=f"{prefix}-ft-{i:04d}", team=team.name, kind=JobKind.BATCH, flavour=ft_flavour,
                 pods=pods, per_pod=min(gpus, 8), submit=float(at), work=_lognormal(rng, 3 * HOUR, 0.7, 1800, 20 * HOUR),
-                scalable=True, topology=topology, preemptible=rng.random() < 0.95,
+                scalable=True, topology=topology, preemptible=_preemptible(rng, 0.95, team, gpus, ft_flavour),
                 priority=PriorityClass.HIGH if rng.random() < 0.1 else PriorityClass.STANDARD,
                 cost=10.0 + 40.0 * math.sqrt(gpus / 256) * (0.75 + 0.5 * float(rng.random())),
                 limit_factor=1.3 + 1.7 * float(rng.random()), limit_round=HOUR, measured=measured, max_restarts=10))
@@ -216,10 +227,12 @@ def busy_tuesday(cluster: ClusterConfig, teams: TeamsConfig, seed: int = 0) -> W
             draw = float(rng.random())
             priority = PriorityClass.HIGH if draw < 0.1 else PriorityClass.LOW if draw < 0.2 else \
                 PriorityClass.STANDARD
+            small_flavour = flavour_for(team, SMALL_H100_SHARE)
             drafts.append(_Draft(
-                id=f"{prefix}-job-{i:04d}", team=team.name, kind=JobKind.BATCH, flavour=flavour_for(team, SMALL_H100_SHARE),
+                id=f"{prefix}-job-{i:04d}", team=team.name, kind=JobKind.BATCH, flavour=small_flavour,
                 pods=1, per_pod=gpus, submit=float(at), work=_lognormal(rng, 40 * 60, 1.0, 300, 12 * HOUR),
-                scalable=True, topology=None, preemptible=rng.random() < 0.85, priority=priority,
+                scalable=True, topology=None, preemptible=_preemptible(rng, 0.85, team, gpus, small_flavour),
+                priority=priority,
                 cost=5.0 + 15.0 * float(rng.random()), limit_factor=1.3 + 1.7 * float(rng.random()),
                 limit_round=900.0, measured=measured))
 

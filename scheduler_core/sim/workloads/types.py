@@ -22,6 +22,7 @@ class WorkloadJob:
     start-up; on a flavour of another speed it takes ``work_s * speed(first) / speed(that flavour)``.
     ``measured`` is false for warm-up jobs, which load the cluster but are left out of the figures.
     ``source`` says where the job came from (``path:line`` for a trace row), for error messages and reports.
+    ``overlaid`` names the spec fields the overlay filled in (a trace's own columns are not in it).
     """
 
     id: str
@@ -31,6 +32,7 @@ class WorkloadJob:
     checkpoint_cost_s: float
     measured: bool = True
     source: str = ""
+    overlaid: frozenset[str] = frozenset()
 
     @property
     def units(self) -> int:
