@@ -29,8 +29,6 @@ from .recorder import RecordingStore
 from .records import RunRecord, Series
 from .workloads.types import Workload
 
-import collections
-TRIGGERS: collections.Counter[int] = collections.Counter()
 POLICIES = ("shoal", "fifo", "kueue", "easy")
 
 
@@ -116,7 +114,6 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
             keepalive,
         ]
         t = min(candidates)
-        TRIGGERS[candidates.index(t)] += 1
         if t == math.inf or t > horizon:
             break
         at = max(math.ceil(t / tick) * tick, last_step + tick)
