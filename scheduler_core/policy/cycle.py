@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..model.durations import format_duration
 from ..model.flavours import FLAVOURS
-from ..model.job import TopologyLevel
+from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
 from .defrag import moves_in_flight, plan_moves
@@ -24,7 +24,6 @@ from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
 from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
 from .quota import QuotaClock, QuotaLedger, Verdict
 from .reservation import Slot, Timeline, add_holds, job_end
-from ..model.job import PriorityClass
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, RunningJob, Snapshot, band_of
 
 #: How close to running each reason is: the job's reason is that of its most promising flavour.
@@ -138,6 +137,8 @@ class _Cycle:
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
         self._classes: dict[tuple[object, ...], _Class] = {}
+        #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
+        self._holdings: list[tuple[float, str, str, int]] = []
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -336,8 +337,10 @@ class _Cycle:
         request = pending.request
         occupy(self.cap, pool, request, placement, end)
         self.ledger.add(request, pool.flavour, admitted_as)
+        if admitted_as is not AdmittedAs.SCAVENGER:
+            self._holdings.append((end, request.team, pool.flavour, request.units))
         self._add_alloc(request, pool.flavour, +1)
-        self.timeline.set_until(request, placement, end)
+        self.timeline.set_until(request, placement, end, extend=True)
         self.admits.append(Admit(request.id, placement, admitted_as,
                                  backfill=self.blocked_reservations > 0))
 
@@ -349,6 +352,9 @@ class _Cycle:
     def _commit(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
         self.ledger.add(request, flavour, admitted_as)
+        if admitted_as is not AdmittedAs.SCAVENGER:
+            self._holdings.append((self.now + request.grace_s + request.time_limit_s, request.team, flavour,
+                                   request.units))
         self._add_alloc(request, flavour, +1)
 
     def _hold(self, request: JobRequest, slot: Slot) -> None:
@@ -572,8 +578,11 @@ class _Cycle:
 
     def _quota_clock(self) -> QuotaClock:
         if self._clock is None:
-            ends = [(self.leaving.get(job.request.id, job_end(job, self.now)), job) for job in self.running]
-            self._clock = QuotaClock(self.ledger, ends)
+            holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
+                         job.placement.flavour, job.request.units)
+                        for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
+            holdings += self._holdings
+            self._clock = QuotaClock(self.ledger, holdings)
         return self._clock
 
     def plan_waits(self) -> None:
@@ -585,20 +594,26 @@ class _Cycle:
                 continue
             request = waiting.job.request
             best: Slot | None = None
+            reclaim_at: float | None = None
             for flavour, quota_reason, reclaim in waiting.plan_for:
+                if reclaim:
+                    # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
+                    at = self._reclaim_after(request, flavour)
+                    reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
+                    continue
+                not_before = self.now
                 if quota_reason is not None:
-                    not_before = self._quota_clock().free_at(request, flavour, quota_reason)
-                    if not_before is None:
+                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason)
+                    if quota_free is None:
                         continue
-                elif reclaim:
-                    not_before = self._reclaim_after(request, flavour)
-                else:
-                    not_before = self.now
+                    not_before = quota_free
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
                                               widen_at=self._widen_at(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):
                     best = slot
-            if best is not None:
+            if reclaim_at is not None and (best is None or reclaim_at <= best.start):
+                waiting.estimate = reclaim_at
+            elif best is not None:
                 self.timeline.book(best, request.time_limit_s)
                 waiting.estimate = best.start
 

@@ -83,15 +83,13 @@ def highest_pending_band(request: JobRequest) -> Band:
 
 def may_preempt(preemptor: JobRequest, band: Band, target: Victim) -> bool:
     """Whether a job running in ``band`` may stop ``target`` (the rules in the module docstring)."""
-    if target.job.terminating or target.band >= band:
+    if target.job.terminating or target.band >= band or target.highest_band > band:
         return False
     if target.scavenger:
         return True
     if not target.job.request.preemptible or target.job.request.team == preemptor.team:
         return False
-    if band is not Band.CRITICAL and target.protected:
-        return False
-    return target.highest_band <= band
+    return band is Band.CRITICAL or not target.protected
 
 
 def minimal_victims(candidates: Sequence[Victim], remove: Callable[[Victim], None],

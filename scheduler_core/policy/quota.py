@@ -56,11 +56,11 @@ class QuotaLedger:
             for flavour in flavours:
                 total = 0
                 for name in names:
-                    offer, borrowed = self._terms(name, flavour, self.usage.get((name, flavour), 0))
+                    offer, borrowed = self.terms(name, flavour, self.usage.get((name, flavour), 0))
                     total += offer - borrowed
                 self.pool[(cohort, flavour)] = total
 
-    def _terms(self, team: str, flavour: str, usage: int) -> tuple[int, int]:
+    def terms(self, team: str, flavour: str, usage: int) -> tuple[int, int]:
         """(what ``team`` offers to lend, what it borrows) at ``usage``."""
         state = self.teams.get(team)
         quota = state.quotas.get(flavour) if state else None
@@ -79,8 +79,8 @@ class QuotaLedger:
         if state is None:
             return
         self.version["cohort:" + state.cohort] = self.version.get("cohort:" + state.cohort, 0) + 1
-        offer0, borrow0 = self._terms(team, flavour, before)
-        offer1, borrow1 = self._terms(team, flavour, after)
+        offer0, borrow0 = self.terms(team, flavour, before)
+        offer1, borrow1 = self.terms(team, flavour, after)
         pkey = (state.cohort, flavour)
         self.pool[pkey] = self.pool.get(pkey, 0) + (offer1 - borrow1) - (offer0 - borrow0)
 
@@ -96,8 +96,8 @@ class QuotaLedger:
         """The cohort's pool if ``team`` took ``units`` more of ``flavour``."""
         state = self.teams[team]
         usage = self.usage.get((team, flavour), 0)
-        offer0, borrow0 = self._terms(team, flavour, usage)
-        offer1, borrow1 = self._terms(team, flavour, usage + units)
+        offer0, borrow0 = self.terms(team, flavour, usage)
+        offer1, borrow1 = self.terms(team, flavour, usage + units)
         return self.pool.get((state.cohort, flavour), 0) + (offer1 - borrow1) - (offer0 - borrow0)
 
     def fits_nominal(self, request: JobRequest, flavour: str) -> bool:
@@ -140,7 +140,7 @@ class QuotaLedger:
                            f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
                            f"borrowing limit; needs {request.units} more")
         if self.pool_after(request.team, flavour, request.units) < 0:
-            offer, borrowing = self._terms(request.team, flavour, usage)
+            offer, borrowing = self.terms(request.team, flavour, usage)
             room = max(0, self.pool.get((state.cohort, flavour), 0) - offer + borrowing)
             return Verdict(None, Reason.COHORT_FULL,
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
@@ -149,71 +149,65 @@ class QuotaLedger:
 
 
 class QuotaClock:
-    """When quota will let a job in, from the time limits of the jobs holding it (for estimated starts)."""
+    """When quota will let a job in, replaying the ends of the jobs that hold it (for estimated starts).
 
-    def __init__(self, ledger: QuotaLedger, ends: Iterable[tuple[float, RunningJob]]) -> None:
+    ``holdings`` are (end, team, flavour, units) of everything that counts against quota at the end of the
+    cycle: running jobs (at their time limit, or their termination deadline) and the cycle's own admissions.
+    A team's usage only falls as its jobs end, so the replay is exact for the quota as configured."""
+
+    def __init__(self, ledger: QuotaLedger, holdings: Iterable[tuple[float, str, str, int]]) -> None:
         self.ledger = ledger
-        self.by_team: dict[tuple[str, str], list[tuple[float, int]]] = {}
-        self.borrowed: dict[tuple[str, str], list[tuple[float, int, str]]] = {}
-        for end, job in ends:
-            if job.admitted_as is AdmittedAs.SCAVENGER:
-                continue
-            flavour = job.placement.flavour
-            self.by_team.setdefault((job.request.team, flavour), []).append((end, job.request.units))
-            state = ledger.teams.get(job.request.team)
-            if state is not None and job.admitted_as is AdmittedAs.BORROWED:
-                self.borrowed.setdefault((state.cohort, flavour), []).append(
-                    (end, job.request.units, job.request.team))
-        for rows in self.by_team.values():
+        self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
+        for end, team, flavour, units in holdings:
+            state = ledger.teams.get(team)
+            cohort = state.cohort if state else "team:" + team
+            self.ends.setdefault((cohort, flavour), []).append((end, team, units))
+        for rows in self.ends.values():
             rows.sort()
-        for cohort_rows in self.borrowed.values():
-            cohort_rows.sort()
-        self._cache: dict[tuple[str, str, int, Reason], float | None] = {}
+        self._cache: dict[tuple[str, str, int, Reason, bool], float | None] = {}
 
     def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
         """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
-        key = (request.team, flavour, request.units, reason)
-        if key in self._cache:
-            return self._cache[key]
-        value = self._free_at(request, flavour, reason)
-        self._cache[key] = value
-        return value
+        key = (request.team, flavour, request.units, reason, request.preemptible)
+        if key not in self._cache:
+            self._cache[key] = self._free_at(request, flavour, reason)
+        return self._cache[key]
 
     def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        state = self.ledger.teams.get(request.team)
+        ledger = self.ledger
+        state = ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
-        usage = self.ledger.usage.get((request.team, flavour), 0)
-        own = self.by_team.get((request.team, flavour), [])
         if reason is Reason.QUOTA_FULL:
             limit = quota.nominal if not request.preemptible else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
-            if limit is None:
+            if limit is None or request.units > limit:
                 return None
-            excess = usage + request.units - limit
-            if request.units > limit:
-                return None
-            return _time_to_free(own, excess)
-        # Cohort full: borrowing room grows as other teams' borrowed jobs end and as this team's own end.
-        room = self.ledger.pool_after(request.team, flavour, request.units)
-        if room >= 0:
-            return None
-        need = -room
-        events = sorted([(end, units) for end, units in own]
-                        + [(end, units) for end, units, team in self.borrowed.get((state.cohort, flavour), [])
-                           if team != request.team])
-        return _time_to_free(events, need)
+        usage = {team: ledger.usage.get((team, flavour), 0) for team in ledger.members.get(state.cohort, [])}
+        usage.setdefault(request.team, ledger.usage.get((request.team, flavour), 0))
+        pool = ledger.pool.get((state.cohort, flavour), 0)
 
+        def fits() -> bool:
+            after = usage[request.team] + request.units
+            if after <= quota.nominal:
+                return True
+            if not request.preemptible:
+                return False
+            if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
+                return False
+            offer0, borrow0 = ledger.terms(request.team, flavour, usage[request.team])
+            offer1, borrow1 = ledger.terms(request.team, flavour, after)
+            return pool + (offer1 - borrow1) - (offer0 - borrow0) >= 0
 
-def _time_to_free(events: list[tuple[float, int]], amount: int) -> float | None:
-    """The time by which ``amount`` units of the sorted (end, units) events have ended: ``-inf`` when nothing
-    needs to end, ``None`` when the running jobs never free that much."""
-    if amount <= 0:
-        return -math.inf
-    total = 0
-    for end, units in events:
-        total += units
-        if total >= amount:
-            return end
-    return None
+        if fits():
+            return -math.inf
+        for end, team, units in self.ends.get((state.cohort, flavour), []):
+            before = usage.get(team, 0)
+            offer0, borrow0 = ledger.terms(team, flavour, before)
+            offer1, borrow1 = ledger.terms(team, flavour, before - units)
+            pool += (offer1 - borrow1) - (offer0 - borrow0)
+            usage[team] = before - units
+            if fits():
+                return end
+        return None

@@ -113,8 +113,10 @@ class Timeline:
 
     # -- updates -----------------------------------------------------------------------------------------------
 
-    def set_until(self, request: JobRequest, placement: Placement, until: float) -> None:
-        """The units of ``placement`` are busy until ``until`` (a running, admitted or leaving job)."""
+    def set_until(self, request: JobRequest, placement: Placement, until: float, *, extend: bool = False) -> None:
+        """The units of ``placement`` are busy until ``until``: a job leaving early (``extend=False``, the new
+        time replaces the old) or a job admitted now (``extend=True``: a booking already planned on a unit it
+        backfills stays, since the job ends before that booking starts)."""
         times = self.times.get(placement.flavour)
         if times is None:
             return
@@ -122,7 +124,7 @@ class Timeline:
             row = times[j]
             for unit in range(len(row)):
                 if bits >> unit & 1:
-                    row[unit] = until
+                    row[unit] = max(row[unit], until) if extend else until
             self._touch(placement.flavour, j)
 
     def book(self, slot: Slot, duration: float) -> None:

@@ -211,3 +211,30 @@ def make_snapshot(cluster: ClusterBuilder | Sequence[NodeState]) -> SnapshotBuil
 
 def nodes_of(block: str, count: int, start: int = 0) -> list[str]:
     return [f"{block}-n{k:02d}" for k in range(start, start + count)]
+
+
+def units_text(units: Sequence[int]) -> str:
+    """``(0, 1, 2, 3)`` → ``"0-3"``, ``(0, 2)`` → ``"0,2"``."""
+    units = sorted(units)
+    if units and units == list(range(units[0], units[-1] + 1)) and len(units) > 1:
+        return f"{units[0]}-{units[-1]}"
+    return ",".join(str(u) for u in units)
+
+
+def where(placement: Placement) -> str:
+    """``b0-n00:0-7 b0-n01:0-7``: every pod's node and units, in pod order."""
+    return " ".join(f"{pod.node}:{units_text(pod.units)}" for pod in placement.pods)
+
+
+def decisions(result: Any) -> list[tuple[Any, ...]]:
+    """A whole cycle's decisions as plain tuples, in the order the cycle made them, for table comparisons."""
+    out: list[tuple[Any, ...]] = []
+    for p in result.preempts:
+        out.append(("preempt", p.job_id, p.reason.value, p.grace_s, p.requeue, p.for_job))
+    for a in result.admits:
+        out.append(("admit", a.job_id, a.admitted_as.value, where(a.placement)))
+    for r in result.reservations:
+        out.append(("reserve", r.job_id, " ".join(r.nodes), r.start_at))
+    for w in result.waits:
+        out.append(("wait", w.job_id, w.reason.value, w.position, w.estimated_start))
+    return out

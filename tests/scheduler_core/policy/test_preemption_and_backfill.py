@@ -1,0 +1,161 @@
+"""Preemption by cost with fill-back, minimum run time, time limits, reservations with backfill that never delays
+them, costed preemption for a far-off reservation, and defragmentation — as whole decision lists."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import pytest
+
+from scheduler_core.policy.cycle import run_cycle
+from scheduler_core.policy.preemption import may_preempt, victim
+from scheduler_core.policy.snapshot import AdmittedAs, Band, PolicyConfig, RunningJob, Snapshot
+
+from .builders import H, decisions, make_cluster, make_job, make_snapshot, nodes_of
+
+
+class Case(NamedTuple):
+    name: str
+    snapshot: Callable[[], Snapshot]
+    now: float
+    expected: list[tuple[Any, ...]]
+
+
+def lender_and_borrower() -> Any:
+    return make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(0, 16)).team("search", h100=16)
+
+
+CASES = [
+    Case("fill-back: the cheap victim that turns out not to be needed is added back",
+         lambda: lender_and_borrower()
+         .run(make_job("x").pods(1, 2), "b0-n00", admitted="borrowed", started=-9000, checkpoint=-60)
+         .run(make_job("y").pods(1, 4), "b0-n00", admitted="borrowed", started=-9000, checkpoint=-3600)
+         .run(make_job("s").team("search").pods(1, 8), "b0-n01", started=-9000)
+         .pending(make_job("a").team("search").pods(1, 6)).build(),
+         0.0, [("preempt", "y", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b0-n00", 300.0),
+               ("wait", "a", "PreemptingVictims", 1, 300.0)]),
+    Case("cost: fewer GPU-hours lost since the last checkpoint first, whatever the gang size",
+         lambda: lender_and_borrower()
+         .run(make_job("stale").pods(1, 8), "b0-n00", admitted="borrowed", started=-9000, checkpoint=-3000)
+         .run(make_job("fresh").pods(1, 8), "b0-n01", admitted="borrowed", started=-9000, checkpoint=-100)
+         .pending(make_job("a").team("search").pods(1, 8)).build(),
+         0.0, [("preempt", "fresh", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b0-n01", 300.0),
+               ("wait", "a", "PreemptingVictims", 1, 300.0)]),
+    Case("a non-preemptible job is never a victim",
+         lambda: make_snapshot(make_cluster().block("b0", 1)).team("fraud", h100=8).team("search", h100=8)
+         .run(make_job("x").pods(1, 8).non_preemptible(), "b0-n00", started=-9000)
+         .pending(make_job("a").team("search").pods(1, 8).priority("critical")).build(),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 9000), ("wait", "a", "WaitingForCapacity", 1, 4 * H - 9000)]),
+    Case("time limit: preemptible jobs checkpoint and end, others stop at once; a leaving job is left alone",
+         lambda: make_snapshot(make_cluster().block("b0", 3)).team("fraud", h100=32)
+         .run(make_job("p").pods(1, 8).limit(H), "b0-n00", started=-H)
+         .run(make_job("np").pods(1, 8).limit(H).non_preemptible(), "b0-n01", started=-2 * H)
+         .run(make_job("gone").pods(1, 8).limit(H), "b0-n02", started=-2 * H, terminating=True, terminate_by=60)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("preempt", "np", "TimeLimit", 0.0, False, None), ("preempt", "p", "TimeLimit", 300.0, False, None),
+               ("reserve", "a", "b0-n01", 0.0), ("wait", "a", "WaitingForCapacity", 1, 0.0)]),
+    Case("backfill: a job that ends before the reservation, or keeps off its nodes, starts; others wait",
+         lambda: make_snapshot(make_cluster().block("b0", 4).block("b1", 1)).team("fraud", h100=64)
+         .team("search", h100=64)
+         .run(make_job("x").team("search").pods(2, 8).limit(2 * H), ["b0-n00", "b0-n01"], started=0)
+         .pending(make_job("head").pods(4, 8).required("block").submitted(-100),
+                  make_job("short").pods(1, 8).limit(H).submitted(-50),
+                  make_job("elsewhere").pods(1, 8).limit(3 * H).submitted(-40),
+                  make_job("long").pods(1, 8).limit(3 * H).submitted(-30)).build(),
+         0.0, [("admit", "short", "nominal", "b0-n02:0-7"), ("admit", "elsewhere", "nominal", "b1-n00:0-7"),
+               ("reserve", "head", " ".join(nodes_of("b0", 4)), 2 * H), ("reserve", "long", "b1-n00", 3 * H),
+               ("wait", "head", "WaitingForCapacity", 1, 2 * H), ("wait", "long", "BehindReservation", 2, 3 * H)]),
+    Case("a far-off reservation: preempting borrowers is cheaper than hours of waiting",
+         lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
+         .team("fraud", h100=(0, 64)).team("lender", h100=64)
+         .run(make_job("b").team("fraud").pods(4, 8).limit(24 * H), nodes_of("b0", 4), admitted="borrowed",
+              started=-H, checkpoint=-600)
+         .pending(make_job("big").team("genai").pods(4, 8).required("block")).build(),
+         0.0, [("preempt", "b", "Reservation", 300.0, True, "big"), ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
+               ("wait", "big", "PreemptingVictims", 1, 300.0)]),
+    Case("a near reservation: wait for it rather than preempt",
+         lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
+         .team("fraud", h100=(0, 64)).team("lender", h100=64)
+         .run(make_job("b").team("fraud").pods(4, 8).limit(3 * H), nodes_of("b0", 4), admitted="borrowed",
+              started=-H, checkpoint=-600)
+         .pending(make_job("big").team("genai").pods(4, 8).required("block")).build(),
+         0.0, [("reserve", "big", " ".join(nodes_of("b0", 4)), 2 * H),
+               ("wait", "big", "WaitingForCapacity", 1, 2 * H)]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_decisions(case: Case) -> None:
+    assert decisions(run_cycle(case.snapshot(), case.now)) == case.expected
+
+
+def _fragmented(extra_moves_in_flight: bool = False) -> Snapshot:
+    """Block b0: four nodes, each held by one 1-GPU trial; the small-job block s0: one node busy, one free.
+    Free: 36 GPUs; largest free whole-node shape: one node (8 GPUs), below a quarter of the free GPUs."""
+    builder = (make_snapshot(make_cluster().block("b0", 4).block("s0", 2, small=True))
+               .team("fraud", h100=64).team("search", h100=64)
+               .run(make_job("s0-busy").team("search").pods(1, 8).limit(8 * H), "s0-n00", started=-H))
+    for k in range(4):
+        builder = builder.run(make_job(f"t{k}").team("search").pods(1, 1).kind("trial").limit(8 * H),
+                              f"b0-n{k:02d}", started=-H, checkpoint=-60 * (k + 1))
+    if extra_moves_in_flight:
+        builder = builder.run(make_job("moving").team("search").pods(1, 1).kind("trial"), "b0-n00", started=-H,
+                              terminating=True, terminate_by=120)
+    return builder.pending(make_job("gang").pods(4, 8).required("block")).build()
+
+
+def test_defragment_moves_small_jobs_out_of_the_block_a_gang_needs() -> None:
+    result = run_cycle(_fragmented(), 0.0)
+    assert decisions(result) == [
+        ("preempt", "t0", "Defragment", 300.0, True, None), ("preempt", "t1", "Defragment", 300.0, True, None),
+        ("preempt", "t2", "Defragment", 300.0, True, None), ("preempt", "t3", "Defragment", 300.0, True, None),
+        ("reserve", "gang", " ".join(nodes_of("b0", 4)), 7 * H),
+        ("wait", "gang", "WaitingForCapacity", 1, 7 * H)]
+
+
+def test_defragment_waits_for_moves_in_flight_and_for_a_gang_that_needs_it() -> None:
+    assert [p for p in run_cycle(_fragmented(extra_moves_in_flight=True), 0.0).preempts] == []
+    no_gang = (make_snapshot(make_cluster().block("b0", 4).block("s0", 2, small=True)).team("search", h100=64)
+               .run(make_job("t").team("search").pods(1, 1), "b0-n00", started=-H).build())
+    assert run_cycle(no_gang, 0.0).preempts == []
+
+
+def test_defragment_respects_the_ratio() -> None:
+    snap = _fragmented()
+    lax = Snapshot(snap.nodes, snap.teams, snap.pending, snap.running, PolicyConfig(defrag_ratio=0.0))
+    assert [p.reason.value for p in run_cycle(lax, 0.0).preempts] == []
+
+
+def _running(team: str, admitted: str, started: float, priority: str = "standard") -> RunningJob:
+    return RunningJob(make_job("v").team(team).priority(priority).build(), placement=None,  # type: ignore[arg-type]
+                      admitted_as=AdmittedAs(admitted), started_at=started)
+
+
+@pytest.mark.parametrize(("band", "admitted", "priority", "started", "allowed"), [
+    (Band.GUARANTEED, "borrowed", "standard", -4000, True),      # reclaim from a borrower
+    (Band.GUARANTEED, "nominal", "standard", -4000, False),      # same band: never
+    (Band.BORROWED, "borrowed", "standard", -4000, False),       # same band: never
+    (Band.BORROWED, "scavenger", "scavenger", -10, True),        # scavenger work: anyone, any time
+    (Band.GUARANTEED, "borrowed", "standard", -600, False),      # minimum run time protects it
+    (Band.CRITICAL, "nominal", "standard", -600, True),          # ...except from the critical band
+    (Band.GUARANTEED, "borrowed", "critical", -4000, False),     # a critical job is never below anyone
+])
+def test_who_may_preempt_whom(band: Band, admitted: str, priority: str, started: float, allowed: bool) -> None:
+    preemptor = make_job("p").team("search").build()
+    job = _running("fraud", admitted, started, priority)
+    object.__setattr__(job, "placement", type("P", (), {"flavour": "h100"})())
+    assert may_preempt(preemptor, band, victim(job, 0.0, PolicyConfig())) is allowed
+
+
+def test_no_cycles_a_victim_could_never_preempt_its_preemptor_back() -> None:
+    """Every allowed preemption goes strictly down the bands, and the victim, pending again, could at most
+    reach the preemptor's band, where it may not preempt."""
+    preemptor = make_job("p").team("search").build()
+    for band in Band:
+        for admitted in AdmittedAs:
+            for priority in ("critical", "high", "standard", "low", "scavenger"):
+                job = _running("fraud", admitted.value, -9000, priority)
+                object.__setattr__(job, "placement", type("P", (), {"flavour": "h100"})())
+                v = victim(job, 0.0, PolicyConfig())
+                if may_preempt(preemptor, band, v):
+                    assert v.band < band and v.highest_band <= band

@@ -1,0 +1,170 @@
+"""Quota classes (nominal, borrowed, scavenger, reclaim) and the order of work (bands, DRF, priority, age,
+attained service), as tables of whole decision lists."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import pytest
+
+from scheduler_core.policy.cycle import run_cycle
+from scheduler_core.policy.snapshot import Snapshot
+
+from .builders import H, decisions, make_cluster, make_job, make_snapshot
+
+
+class Case(NamedTuple):
+    name: str
+    snapshot: Callable[[], Snapshot]
+    now: float
+    expected: list[tuple[Any, ...]]
+
+
+def one_node() -> Any:
+    return make_cluster().block("b0", 1)
+
+
+def two_blocks() -> Any:
+    return make_cluster().block("b0", 4, per_leaf=2).block("b1", 4, per_leaf=2)
+
+
+QUOTA = [
+    Case("fits unused nominal: admitted nominal",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("admit", "a", "nominal", "b0-n00:0-7")]),
+    Case("beyond nominal on idle cohort quota: admitted borrowed",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=8).team("search", h100=24)
+         .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("admit", "a", "borrowed", "b0-n01:0-7")]),
+    Case("borrowing limit reached: QuotaFull, estimated when its own job ends",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(8, 0)).team("search", h100=24)
+         .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("cohort has nothing idle to lend: CohortFull",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(8, 16)).team("search", h100=8)
+         .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
+         .run(make_job("s").team("search").pods(1, 8), "b0-n01", started=-3000)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("wait", "a", "CohortFull", 1, 4 * H - 4000)]),
+    Case("lending limit caps what a lender gives: 4 of its idle 16",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=(16, None, 4))
+         .pending(make_job("big").pods(1, 8), make_job("small").pods(1, 4).submitted(1)).build(),
+         0.0, [("admit", "small", "borrowed", "b0-n00:0-3"), ("wait", "big", "CohortFull", 1, None)]),
+    Case("non-preemptible work never borrows",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
+         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("wait", "a", "QuotaFull", 1, None)]),
+    Case("scavenger work runs on idle units outside quota",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0)
+         .pending(make_job("a").pods(1, 8).priority("scavenger")).build(),
+         0.0, [("admit", "a", "scavenger", "b0-n00:0-7")]),
+    Case("a flavour the cluster lacks, or the team has no quota of: InvalidFlavour",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=8)
+         .pending(make_job("a100").flavour("a100"), make_job("mig").flavour("h100-mig-1g").pods(1, 1),
+                  make_job("stranger").team("nobody")).build(),
+         0.0, [("wait", "a100", "InvalidFlavour", 1, None), ("wait", "mig", "InvalidFlavour", 2, None),
+               ("wait", "stranger", "InvalidFlavour", 1, None)]),
+    Case("flavours in order of preference: the second when the first is full",
+         lambda: make_snapshot(make_cluster().block("h", 1).block("a", 1, gpu="a100")).team("fraud", h100=8, a100=8)
+         .run(make_job("r").pods(1, 8), "h-n00", started=-100)
+         .pending(make_job("j").flavour("h100", "a100").pods(1, 8)).build(),
+         0.0, [("admit", "j", "nominal", "a-n00:0-7")]),
+    Case("reclaim: a lender takes its nominal back from the cheapest borrower",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=64)
+         .run(make_job("r1").pods(4, 8), ["b0-n00", "b0-n01", "b0-n02", "b0-n03"], admitted="borrowed",
+              started=-4000, checkpoint=-600)
+         .run(make_job("r2").pods(4, 8), ["b1-n00", "b1-n01", "b1-n02", "b1-n03"], admitted="borrowed",
+              started=-4000, checkpoint=-60)
+         .pending(make_job("a").team("search").pods(1, 8)).build(),
+         0.0, [("preempt", "r2", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b1-n00", 300.0),
+               ("wait", "a", "PreemptingVictims", 1, 300.0)]),
+    Case("reclaim waits out a borrower's minimum run time",
+         lambda: make_snapshot(one_node()).team("fraud", h100=(0, 8)).team("search", h100=8)
+         .run(make_job("r").pods(1, 8), "b0-n00", admitted="borrowed", started=-600)
+         .pending(make_job("a").team("search").pods(1, 8)).build(),
+         0.0, [("wait", "a", "WaitingForCapacity", 1, 1500.0)]),
+    Case("victims already leaving for a job: it waits for them and picks no more",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=64)
+         .run(make_job("r").pods(1, 8), "b0-n00", admitted="borrowed", started=-4000, terminating=True,
+              terminate_by=120.0, preempted_for="a")
+         .run(make_job("r2").pods(4, 8), ["b1-n00", "b1-n01", "b1-n02", "b1-n03"], admitted="borrowed",
+              started=-4000)
+         .run(make_job("r3").pods(3, 8), ["b0-n01", "b0-n02", "b0-n03"], admitted="borrowed", started=-4000)
+         .pending(make_job("a").team("search").pods(1, 8)).build(),
+         0.0, [("reserve", "a", "b0-n00", 120.0), ("wait", "a", "PreemptingVictims", 1, 120.0)]),
+]
+
+ORDER = [
+    Case("bands: nominal-fitting work before older borrowing work",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0).team("search", h100=8)
+         .pending(make_job("old").submitted(-100), make_job("new").team("search").submitted(-1)).build(),
+         0.0, [("admit", "new", "nominal", "b0-n00:0-7"), ("wait", "old", "CohortFull", 1, 4 * H)]),
+    Case("DRF: among borrowers, the team with the lower decayed dominant share first",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0, decayed={"gpu": 1e7})
+         .team("search", h100=0).team("lender", h100=16)
+         .pending(make_job("f").submitted(-100), make_job("s").team("search").submitted(-1)).build(),
+         0.0, [("admit", "s", "borrowed", "b0-n00:0-7"), ("reserve", "f", "b0-n00", 4 * H),
+               ("wait", "f", "WaitingForCapacity", 1, 4 * H)]),
+    Case("DRF: twice the weight halves the share",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0, weight=4.0, decayed={"gpu": 1e6})
+         .team("search", h100=0, decayed={"gpu": 5e5}).team("lender", h100=16)
+         .pending(make_job("f").submitted(-100), make_job("s").team("search").submitted(-1)).build(),
+         0.0, [("admit", "f", "borrowed", "b0-n00:0-7"), ("reserve", "s", "b0-n00", 4 * H),
+               ("wait", "s", "WaitingForCapacity", 1, 4 * H)]),
+    Case("DRF counts the dominant resource: a CPU-heavy team goes after a GPU-light one",
+         lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=0).team("search", h100=0)
+         .team("lender", h100=16)
+         .run(make_job("cpu-heavy").pods(1, 1).cpus(150, 100), "b0-n00", admitted="borrowed", started=-100)
+         .run(make_job("gpu").team("search").pods(1, 2), "b0-n01", admitted="borrowed", started=-100)
+         .pending(make_job("f").pods(1, 1).submitted(-100), make_job("s").team("search").pods(1, 4)
+                  .submitted(-1)).build(),
+         0.0, [("admit", "s", "borrowed", "b0-n01:2-5"), ("admit", "f", "borrowed", "b0-n01:6")]),
+    Case("within a team: priority, then age; attained service demotes small work; long waiters promoted",
+         lambda: make_snapshot(one_node()).team("fraud", h100=8)
+         .pending(make_job("low").pods(1, 1).priority("low").submitted(-500),
+                  make_job("hi").pods(1, 1).priority("high").submitted(-10),
+                  make_job("used").pods(1, 1).submitted(-400).pending(attained_gpu_s=2 * H),
+                  make_job("starved").pods(1, 1).submitted(-9000).pending(attained_gpu_s=9 * H),
+                  make_job("new").pods(1, 1).submitted(-300),
+                  make_job("big").pods(1, 8).submitted(-350)).build(),
+         0.0, [("admit", "hi", "nominal", "b0-n00:0"), ("admit", "starved", "nominal", "b0-n00:1"),
+               ("admit", "new", "nominal", "b0-n00:2"), ("admit", "used", "nominal", "b0-n00:3"),
+               ("admit", "low", "nominal", "b0-n00:4"), ("wait", "big", "CohortFull", 1, 4 * H)]),
+    Case("a preempted job goes back to the front of its team's queue",
+         lambda: make_snapshot(one_node()).team("fraud", h100=16)
+         .pending(make_job("first").submitted(-100), make_job("victim").submitted(-10).pending(front=True)).build(),
+         0.0, [("admit", "victim", "nominal", "b0-n00:0-7"), ("reserve", "first", "b0-n00", 4 * H),
+               ("wait", "first", "WaitingForCapacity", 1, 4 * H)]),
+    Case("bands never preempt within themselves: guaranteed waits for guaranteed",
+         lambda: make_snapshot(one_node()).team("fraud", h100=8).team("search", h100=8)
+         .run(make_job("r").team("search").pods(1, 8), "b0-n00", started=-4000)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "WaitingForCapacity", 1, 4 * H - 4000)]),
+    Case("bands: borrowed work does not preempt borrowed work",
+         lambda: make_snapshot(one_node()).team("fraud", h100=(0, 16)).team("search", h100=(0, 16))
+         .team("lender", h100=32)
+         .run(make_job("r").team("search").pods(1, 8), "b0-n00", admitted="borrowed", started=-4000)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "WaitingForCapacity", 1, 4 * H - 4000)]),
+    Case("bands: critical preempts guaranteed, even inside its minimum run time",
+         lambda: make_snapshot(one_node()).team("fraud", h100=8).team("search", h100=8)
+         .run(make_job("r").team("search").pods(1, 8), "b0-n00", started=-60)
+         .pending(make_job("a").pods(1, 8).priority("critical")).build(),
+         0.0, [("preempt", "r", "HigherBand", 300.0, True, "a"), ("reserve", "a", "b0-n00", 300.0),
+               ("wait", "a", "PreemptingVictims", 1, 300.0)]),
+    Case("bands: scavenger work is stopped for anyone, at once and without grace",
+         lambda: make_snapshot(one_node()).team("fraud", h100=(0, 8)).team("lender", h100=8)
+         .team("search", h100=0)
+         .run(make_job("s").team("search").pods(1, 8).priority("scavenger"), "b0-n00", admitted="scavenger",
+              started=-60)
+         .pending(make_job("a").pods(1, 8)).build(),
+         0.0, [("preempt", "s", "HigherBand", 0.0, True, "a"), ("reserve", "a", "b0-n00", 0.0),
+               ("wait", "a", "PreemptingVictims", 1, 0.0)]),
+]
+
+
+@pytest.mark.parametrize("case", QUOTA + ORDER, ids=lambda c: c.name)
+def test_decisions(case: Case) -> None:
+    assert decisions(run_cycle(case.snapshot(), case.now)) == case.expected
