@@ -85,6 +85,11 @@ class Executor(ABC):
     def running_jobs(self) -> set[str]:
         """Jobs with at least one live pod, as the backend itself sees them (for re-adoption after a restart)."""
 
+    def heartbeats(self, now: float) -> Mapping[str, float | None]:
+        """Nodes the backend vouches for right now, each with its GPU utilisation (0–1) when known. The live
+        controller writes them to the store as node heartbeats. Default: none (the backend reports no health)."""
+        return {}
+
     def adopt(self, job_ids: set[str]) -> None:
         """Take over gangs another executor instance started (default: nothing to do)."""
 

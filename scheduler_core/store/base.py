@@ -132,6 +132,11 @@ class Store(ABC):
     def append_event(self, event: Event) -> Event:
         """Append and return the event with its ``id`` (strictly increasing)."""
 
+    def append_events(self, events: Sequence[Event]) -> list[Event]:
+        """Append several events at once, in order (one transaction where the backend has them); returns them
+        with their ids. A cycle that explains 2,000 waits writes 2,000 events: one round trip, not 2,000."""
+        return [self.append_event(event) for event in events]
+
     @abstractmethod
     def events(self, *, job_id: str | None = None, after_id: int | None = None,
                limit: int | None = None) -> list[Event]:

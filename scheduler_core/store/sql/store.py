@@ -1,0 +1,633 @@
+"""``SqlStore``: the ``Store`` (and ``TokenStore``) contract on SQLite or PostgreSQL, through SQLAlchemy 2 Core.
+
+Every method is one transaction (``Database.write``/``read``), checks everything before it writes, and so either
+happens whole or not at all. Two guarantees hold across processes, not just threads, because the database itself
+enforces them:
+
+* **No unit bound twice.** ``bound_units`` is keyed by (node, flavour, unit); a bind inserts one row per unit, so
+  of two binds of one GPU only one can commit. The loser gets ``Conflict`` naming the holder.
+* **Fencing.** A fenced write (bind, mark_terminating, release) reads the lease's epoch in its own transaction —
+  under a share lock on PostgreSQL, which ``acquire_lease``'s update must wait for — and raises ``StaleLeader``
+  if the caller's epoch is older. So once a new leader's epoch is committed, no write of the old one can commit.
+
+Records are built from rows on every read; specs, which never change after submission, are parsed once per
+process and cached, since the controller reads every pending job each cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Container, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, CursorResult, Row, and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.exc import IntegrityError
+
+from ...auth.tokens import Identity, TokenStore, hash_token, new_token
+from ...errors import Conflict, NotFound, StaleLeader
+from ...model.cluster import Health, Node
+from ...model.job import JobSpec
+from ...model.team import TeamConfig
+from ...policy.decisions import Reason
+from ...policy.snapshot import AdmittedAs, Placement
+from ..base import Store
+from ..ids import JobIdGenerator
+from ..records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, UsageRecord
+from . import codec
+from .database import Database
+from .schema import (
+    SCHEDULER_LEASE, allocations, api_tokens, bound_units, checkpoints, events, jobs, lease, nodes, teams, usage,
+)
+
+_CHUNK = 500
+#: Any constant: PostgreSQL's advisory lock that orders event appends (ids then commit in id order).
+_EVENTS_LOCK_KEY = 0x5_40A1_E7
+
+
+class LeaseInfo:
+    """The scheduler lease as stored: who holds it, at which epoch, until when."""
+
+    __slots__ = ("epoch", "expires_at", "holder")
+
+    def __init__(self, holder: str | None, epoch: int, expires_at: float | None) -> None:
+        self.holder = holder
+        self.epoch = epoch
+        self.expires_at = expires_at
+
+    def __repr__(self) -> str:
+        return f"LeaseInfo(holder={self.holder!r}, epoch={self.epoch}, expires_at={self.expires_at})"
+
+
+def _new_id(result: CursorResult[Any]) -> int:
+    key = result.inserted_primary_key
+    assert key is not None, "an INSERT of one row has a primary key"
+    return int(key[0])
+
+
+class _Taken(Container[str]):
+    """Job ids already in the database, asked one at a time (a collision is rare: ids are random)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def __contains__(self, job_id: object) -> bool:
+        return self._conn.execute(select(jobs.c.seq).where(jobs.c.id == job_id)).first() is not None
+
+
+_CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
+       checkpoints.c.bytes.label("ck_bytes"), checkpoints.c.written_at.label("ck_written_at"),
+       checkpoints.c.verified.label("ck_verified"), checkpoints.c.cost_s.label("ck_cost_s")]
+_INSERT_EVENT = insert(events)
+_JOB_SELECT = select(jobs, *_CK).select_from(
+    jobs.outerjoin(checkpoints, jobs.c.last_checkpoint_id == checkpoints.c.id))
+
+
+class SqlStore(Store, TokenStore):
+    """A ``Store`` in a SQL database. ``url``: ``sqlite:///path.db`` or ``postgresql+psycopg://user@host/db``.
+
+    The schema must be at the newest migration: use ``open_store(url)``, which migrates first, or ``migrate()``.
+    Safe to share between threads and between processes.
+    """
+
+    def __init__(self, url: str, *, seed: int | None = None, echo: bool = False) -> None:
+        self.db = Database(url, echo=echo)
+        self._ids = JobIdGenerator(seed)
+        self._ids_lock = threading.Lock()
+        self._specs: dict[str, JobSpec] = {}
+        self._records: dict[str, tuple[tuple[Any, ...], JobRecord]] = {}
+        self._nodes: dict[str, Node] = {}
+
+    @property
+    def url(self) -> str:
+        return self.db.url
+
+    def migrate(self, revision: str = "head") -> None:
+        """Bring the schema to ``revision`` (Alembic, shipped in ``scheduler_core/migrations``)."""
+        from .migrate import upgrade
+        upgrade(self.db, revision)
+
+    def dispose(self) -> None:
+        """Close the connection pool (running jobs are unaffected: they live in the executor)."""
+        self.db.dispose()
+
+    # -- configuration -------------------------------------------------------------------------------------------
+    def sync_nodes(self, nodes_: Sequence[Node]) -> None:
+        def run(conn: Connection) -> None:
+            existing: set[str] = set(conn.execute(select(nodes.c.name)).scalars())
+            wanted = {node.name for node in nodes_}
+            gone = existing - wanted
+            if gone:
+                conn.execute(delete(nodes).where(nodes.c.name.in_(gone)))
+            for position, node in enumerate(nodes_):
+                config = codec.node_to_json(node)
+                if node.name in existing:
+                    conn.execute(update(nodes).where(nodes.c.name == node.name)
+                                 .values(position=position, config=config))
+                else:
+                    conn.execute(insert(nodes).values(name=node.name, position=position, config=config,
+                                                      health=Health.READY.value, health_reason=""))
+        self.db.write(run)
+
+    def list_nodes(self) -> list[NodeRecord]:
+        rows = self.db.read(lambda conn: conn.execute(select(nodes).order_by(nodes.c.position)).all())
+        return [self._node_record(row) for row in rows]
+
+    def set_node_health(self, name: str, health: Health, reason: str, now: float) -> NodeRecord:
+        def run(conn: Connection) -> NodeRecord:
+            changed = conn.execute(update(nodes).where(nodes.c.name == name).values(
+                health=health.value, health_reason=reason, health_changed_at=now))
+            if changed.rowcount == 0:
+                raise NotFound(f"no node {name!r}")
+            return self._node_record(conn.execute(select(nodes).where(nodes.c.name == name)).one())
+        return self.db.write(run)
+
+    def heartbeat(self, name: str, now: float, gpu_utilization: float | None = None) -> None:
+        def run(conn: Connection) -> None:
+            changed = conn.execute(update(nodes).where(nodes.c.name == name).values(
+                heartbeat_at=now, gpu_utilization=gpu_utilization))
+            if changed.rowcount == 0:
+                raise NotFound(f"no node {name!r}")
+        self.db.write(run)
+
+    def sync_teams(self, teams_: Sequence[TeamConfig]) -> None:
+        def run(conn: Connection) -> None:
+            conn.execute(delete(teams))
+            if teams_:
+                conn.execute(insert(teams), [
+                    {"name": team.name, "position": position, "config": codec.dumps(team)}
+                    for position, team in enumerate(teams_)])
+        self.db.write(run)
+
+    def list_teams(self) -> list[TeamConfig]:
+        rows = self.db.read(lambda conn: conn.execute(select(teams.c.config).order_by(teams.c.position)).all())
+        return [TeamConfig.model_validate(json.loads(row.config)) for row in rows]
+
+    # -- jobs ----------------------------------------------------------------------------------------------------
+    def submit(self, spec: JobSpec, *, user: str, now: float, idempotency_key: str | None = None) -> JobRecord:
+        spec_json = codec.spec_to_json(spec)
+
+        def run(conn: Connection) -> JobRecord:
+            if idempotency_key is not None:
+                row = conn.execute(_JOB_SELECT.where(jobs.c.idempotency_key == idempotency_key)).first()
+                if row is not None:
+                    first = self._job_record(row)
+                    if first.spec != spec:
+                        raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for job {first.id} "
+                                       f"with a different spec")
+                    return first
+            with self._ids_lock:
+                job_id = self._ids.next(_Taken(conn))
+            conn.execute(insert(jobs).values(
+                id=job_id, team=spec.team, user_name=user, state=JobState.PENDING.value, spec=spec_json,
+                idempotency_key=idempotency_key, submitted_at=now, queued_at=now, front_of_queue=False,
+                requeue_on_exit=False, restarts=0, infra_restarts=0, preemptions=0, attained_gpu_s=0.0,
+                avoid_nodes="[]", wait_message="", message="", cancel_requested=False, checkpoint_requested=False,
+                epoch=0))
+            self._specs[job_id] = spec
+            return JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now,
+                             queued_at=now)
+
+        # Two processes may pick the same id, or race on one idempotency key: the loser retries and then sees
+        # the winner's row.
+        for attempt in range(5):
+            try:
+                return self.db.write(run)
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.db.read(lambda conn: self._job_record(self._job_row(conn, job_id)))
+
+    def list_jobs(self, *, team: str | None = None, states: Iterable[JobState] | None = None,
+                  limit: int | None = None) -> list[JobRecord]:
+        query = _JOB_SELECT
+        if states is not None:
+            wanted = [state.value for state in states]
+            if not wanted:
+                return []
+            query = query.where(jobs.c.state.in_(wanted))
+        if team is not None:
+            query = query.where(jobs.c.team == team)
+        query = query.order_by(jobs.c.submitted_at, jobs.c.seq)
+        if limit is not None:
+            query = query.limit(max(limit, 0))
+        rows = self.db.read(lambda conn: conn.execute(query).all())
+        return [self._job_record(row) for row in rows]
+
+    def bind(self, job_id: str, placement: Placement, admitted_as: AdmittedAs, *, epoch: int,
+             now: float) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            self._fence(conn, epoch)
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if job.state is not JobState.PENDING:
+                raise Conflict(f"job {job_id} is {job.state}, not PENDING: it cannot be bound")
+            units = self._units_of(conn, job, placement)
+            holders = self._holders(conn, placement.flavour, units)
+            if holders:
+                (node, flavour, unit), holder = next(iter(holders.items()))
+                raise Conflict(f"unit {unit} of {flavour} on node {node} is held by job {holder}; "
+                               f"job {job_id} cannot be bound to it")
+            placement_json = codec.placement_to_json(placement)
+            allocation_id = _new_id(conn.execute(insert(allocations).values(
+                job_id=job_id, epoch=epoch, admitted_as=admitted_as.value, placement=placement_json,
+                bound_at=now)))
+            conn.execute(insert(bound_units), [
+                {"node": node, "flavour": flavour, "unit": unit, "job_id": job_id, "allocation_id": allocation_id}
+                for node, flavour, unit in units])
+            conn.execute(update(jobs).where(jobs.c.id == job_id).values(
+                state=JobState.ADMITTED.value, placement=placement_json, admitted_as=admitted_as.value,
+                admitted_at=now, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False,
+                epoch=epoch, wait_reason=None, wait_message="", queue_position=None, estimated_start=None))
+            return self._job_record(self._job_row(conn, job_id))
+
+        try:
+            return self.db.write(run)
+        except IntegrityError:
+            # A concurrent bind (another thread or process) committed one of these units first.
+            raise Conflict(self._lost_race_message(job_id, placement)) from None
+
+    def mark_running(self, job_id: str, now: float) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if job.state is not JobState.ADMITTED:
+                raise Conflict(f"job {job_id} is {job.state}, not ADMITTED: it cannot start running")
+            return self._update_job(conn, job_id, state=JobState.RUNNING.value, started_at=now)
+        return self.db.write(run)
+
+    def mark_terminating(self, job_id: str, *, requeue: bool, terminate_by: float, now: float,
+                         epoch: int) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            self._fence(conn, epoch)
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if job.state is JobState.TERMINATING:
+                assert job.terminate_by is not None
+                return self._update_job(conn, job_id, terminate_by=min(job.terminate_by, terminate_by),
+                                        requeue_on_exit=job.requeue_on_exit and requeue)
+            if job.state not in (JobState.ADMITTED, JobState.RUNNING):
+                raise Conflict(f"job {job_id} is {job.state}: only an ADMITTED or RUNNING job can be terminated")
+            return self._update_job(conn, job_id, state=JobState.TERMINATING.value, terminate_by=terminate_by,
+                                    requeue_on_exit=requeue)
+        return self.db.write(run)
+
+    def release(self, job_id: str, *, state: JobState, now: float, epoch: int, exit_code: int | None = None,
+                message: str = "", infra_fault: bool = False, own_fault: bool = False,
+                restart_block: str | None = None, avoid_nodes: Iterable[str] = ()) -> JobRecord:
+        avoid = sorted(set(avoid_nodes))
+
+        def run(conn: Connection) -> JobRecord:
+            self._fence(conn, epoch)
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if not job.state.holds_units:
+                raise Conflict(f"job {job_id} is {job.state} and holds no units to release")
+            if state.holds_units:
+                raise Conflict(f"release moves a job to PENDING or a finished state, not {state}")
+            assert job.placement is not None and job.admitted_as is not None and job.admitted_at is not None
+            conn.execute(delete(bound_units).where(bound_units.c.job_id == job_id))
+            conn.execute(update(allocations).where(and_(allocations.c.job_id == job_id,
+                                                        allocations.c.released_at.is_(None)))
+                         .values(released_at=now))
+            conn.execute(insert(usage).values(
+                team=job.spec.team, job_id=job_id, flavour=job.placement.flavour,
+                admitted_as=job.admitted_as.value, start_at=job.admitted_at, end_at=max(now, job.admitted_at),
+                units=sum(len(pod.units) for pod in job.placement.pods)))
+            if state is JobState.PENDING:
+                return self._update_job(
+                    conn, job_id, state=state.value, queued_at=now, front_of_queue=True, placement=None,
+                    admitted_as=None, admitted_at=None, started_at=None, terminate_by=None, requeue_on_exit=False,
+                    restarts=job.restarts + (1 if own_fault else 0),
+                    infra_restarts=job.infra_restarts + (1 if infra_fault and not own_fault else 0),
+                    preemptions=job.preemptions + (0 if infra_fault or own_fault else 1),
+                    restart_block=restart_block, avoid_nodes=json.dumps(avoid), exit_code=exit_code,
+                    message=message, checkpoint_requested=False, cancel_requested=False)
+            return self._update_job(conn, job_id, state=state.value, finished_at=now, terminate_by=None,
+                                    requeue_on_exit=False, exit_code=exit_code, message=message,
+                                    checkpoint_requested=False)
+        return self.db.write(run)
+
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]]) -> None:
+        """A job no longer pending is skipped; an unchanged wait is not rewritten (most are, cycle to cycle)."""
+        if not waits:
+            return
+
+        columns = (jobs.c.id, jobs.c.state, jobs.c.wait_reason, jobs.c.wait_message, jobs.c.queue_position,
+                   jobs.c.estimated_start)
+
+        def run(conn: Connection) -> None:
+            ids = list(dict.fromkeys(wait[0] for wait in waits))
+            # The waits are of pending jobs: read those in one query (a 2,000-long IN list costs more than this),
+            # then the few others by id.
+            current: dict[str, Row[Any]] = {
+                row.id: row for row in conn.execute(select(*columns).where(jobs.c.state == JobState.PENDING.value))}
+            others = [job_id for job_id in ids if job_id not in current]
+            for start in range(0, len(others), _CHUNK):
+                for row in conn.execute(select(*columns).where(jobs.c.id.in_(others[start:start + _CHUNK]))):
+                    current[row.id] = row
+            missing = [job_id for job_id in ids if job_id not in current]
+            if missing:
+                raise NotFound(f"no job {missing[0]!r}")
+            changes = []
+            for job_id, reason, message, position, estimated_start in waits:
+                row = current[job_id]
+                if row.state != JobState.PENDING.value:
+                    continue
+                if (row.wait_reason, row.wait_message, row.queue_position, row.estimated_start) == (
+                        reason.value, message, position, estimated_start):
+                    continue
+                changes.append({"job": job_id, "wait_reason": reason.value, "wait_message": message,
+                                "queue_position": position, "estimated_start": estimated_start})
+            if changes:
+                conn.execute(update(jobs).where(jobs.c.id == bindparam("job")).values(
+                    wait_reason=bindparam("wait_reason"), wait_message=bindparam("wait_message"),
+                    queue_position=bindparam("queue_position"), estimated_start=bindparam("estimated_start")),
+                    changes)
+        self.db.write(run)
+
+    def request_cancel(self, job_id: str, now: float) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if job.state is JobState.PENDING:
+                return self._update_job(conn, job_id, state=JobState.CANCELLED.value, finished_at=now,
+                                        cancel_requested=True, message="cancelled while pending")
+            if job.state is JobState.CANCELLED:
+                return job
+            if job.state.finished:
+                raise Conflict(f"job {job_id} already ended as {job.state}; there is nothing to cancel")
+            return self._update_job(conn, job_id, cancel_requested=True)
+        return self.db.write(run)
+
+    def request_checkpoint(self, job_id: str, now: float) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if not job.state.holds_units:
+                raise Conflict(f"job {job_id} is {job.state}: only a job holding GPUs can checkpoint")
+            return self._update_job(conn, job_id, checkpoint_requested=True)
+        return self.db.write(run)
+
+    def clear_checkpoint_request(self, job_id: str) -> None:
+        def run(conn: Connection) -> None:
+            changed = conn.execute(update(jobs).where(jobs.c.id == job_id).values(checkpoint_requested=False))
+            if changed.rowcount == 0:
+                raise NotFound(f"no job {job_id!r}")
+        self.db.write(run)
+
+    def add_attained(self, job_id: str, gpu_seconds: float) -> None:
+        def run(conn: Connection) -> None:
+            changed = conn.execute(update(jobs).where(jobs.c.id == job_id).values(
+                attained_gpu_s=jobs.c.attained_gpu_s + gpu_seconds))
+            if changed.rowcount == 0:
+                raise NotFound(f"no job {job_id!r}")
+        self.db.write(run)
+
+    # -- checkpoints, usage, events -----------------------------------------------------------------------------
+    def record_checkpoint(self, checkpoint: CheckpointRecord) -> None:
+        def run(conn: Connection) -> None:
+            job = self._job_record(self._job_row(conn, checkpoint.job_id, lock=True))
+            checkpoint_id = _new_id(conn.execute(insert(checkpoints).values(
+                job_id=checkpoint.job_id, step=checkpoint.step, uri=checkpoint.uri, bytes=checkpoint.bytes,
+                written_at=checkpoint.written_at, verified=checkpoint.verified,
+                cost_s=checkpoint.cost_s)))
+            last = job.last_checkpoint
+            if checkpoint.verified and (last is None or checkpoint.written_at >= last.written_at):
+                conn.execute(update(jobs).where(jobs.c.id == job.id).values(last_checkpoint_id=checkpoint_id))
+        self.db.write(run)
+
+    def checkpoints(self, job_id: str) -> list[CheckpointRecord]:
+        def run(conn: Connection) -> list[CheckpointRecord]:
+            self._job_row(conn, job_id)
+            rows = conn.execute(select(checkpoints).where(checkpoints.c.job_id == job_id)
+                                .order_by(checkpoints.c.id)).all()
+            return [CheckpointRecord(job_id=row.job_id, step=row.step, uri=row.uri, bytes=row.bytes,
+                                     written_at=row.written_at, verified=bool(row.verified), cost_s=row.cost_s)
+                    for row in rows]
+        return self.db.read(run)
+
+    def usage(self, *, team: str | None = None, since: float | None = None,
+              until: float | None = None) -> list[UsageRecord]:
+        query = select(usage)
+        if team is not None:
+            query = query.where(usage.c.team == team)
+        if since is not None:
+            query = query.where(usage.c.end_at >= since)
+        if until is not None:
+            query = query.where(usage.c.end_at < until)
+        rows = self.db.read(lambda conn: conn.execute(query.order_by(usage.c.id)).all())
+        return [UsageRecord(team=row.team, job_id=row.job_id, flavour=row.flavour,
+                            admitted_as=AdmittedAs(row.admitted_as), start=row.start_at, end=row.end_at,
+                            units=row.units) for row in rows]
+
+    def append_event(self, event: Event) -> Event:
+        return self.append_events([event])[0]
+
+    def append_events(self, events_: Sequence[Event]) -> list[Event]:
+        if not events_:
+            return []
+
+        def run(conn: Connection) -> list[Event]:
+            if self.db.is_postgres:
+                # Ids come from a sequence, which hands them out before commit; holding this lock to commit
+                # makes ids become visible in order, so a reader paging with ``after_id`` never skips one.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENTS_LOCK_KEY})
+            stored = []
+            for event in events_:
+                event_id = _new_id(conn.execute(_INSERT_EVENT, {
+                    "at": event.at, "kind": event.kind, "reason": event.reason, "message": event.message,
+                    "job_id": event.job_id, "node": event.node, "team": event.team,
+                    "data": json.dumps(event.data, sort_keys=True, default=str)}))
+                stored.append(Event(at=event.at, kind=event.kind, reason=event.reason, message=event.message,
+                                    job_id=event.job_id, node=event.node, team=event.team, data=dict(event.data),
+                                    id=event_id))
+            return stored
+        return self.db.write(run)
+
+    def events(self, *, job_id: str | None = None, after_id: int | None = None,
+               limit: int | None = None) -> list[Event]:
+        query = select(events)
+        if job_id is not None:
+            query = query.where(events.c.job_id == job_id)
+        if after_id is not None:
+            query = query.where(events.c.id > after_id)
+        query = query.order_by(events.c.id)
+        if limit is not None:
+            query = query.limit(max(limit, 0))
+        rows = self.db.read(lambda conn: conn.execute(query).all())
+        return [Event(at=row.at, kind=row.kind, reason=row.reason, message=row.message, job_id=row.job_id,
+                      node=row.node, team=row.team, data=json.loads(row.data), id=int(row.id)) for row in rows]
+
+    # -- leadership ---------------------------------------------------------------------------------------------
+    def acquire_lease(self, holder: str, *, ttl_s: float, now: float) -> int | None:
+        """The holder of a lease renews it at the same epoch, even just after it lapsed if nobody took it since."""
+        def run(conn: Connection) -> int | None:
+            row = self._lease_row(conn, lock=True)
+            if row.holder is not None and row.holder != holder and row.expires_at is not None \
+                    and now < row.expires_at:
+                return None
+            epoch = int(row.epoch)
+            if row.holder != holder:
+                epoch += 1
+            conn.execute(update(lease).where(lease.c.name == SCHEDULER_LEASE).values(
+                holder=holder, epoch=epoch, expires_at=now + ttl_s))
+            return epoch
+        return self.db.write(run)
+
+    def release_lease(self, holder: str) -> bool:
+        """Give the lease up at once (a clean shutdown), so a standby need not wait for it to lapse. The next
+        holder still gets a larger epoch. Returns whether ``holder`` held it."""
+        def run(conn: Connection) -> bool:
+            row = self._lease_row(conn, lock=True)
+            if row.holder != holder:
+                return False
+            conn.execute(update(lease).where(lease.c.name == SCHEDULER_LEASE).values(holder=None, expires_at=None))
+            return True
+        return self.db.write(run)
+
+    def lease_info(self) -> LeaseInfo:
+        row = self.db.read(lambda conn: self._lease_row(conn))
+        return LeaseInfo(row.holder, int(row.epoch), row.expires_at)
+
+    def current_epoch(self) -> int:
+        return self.lease_info().epoch
+
+    # -- tokens (TokenStore) -------------------------------------------------------------------------------------
+    def create_token(self, identity: Identity, *, now: float, note: str = "") -> str:
+        token = new_token()
+        self.db.write(lambda conn: conn.execute(insert(api_tokens).values(
+            token_hash=hash_token(token), user_name=identity.user, team=identity.team, admin=identity.admin,
+            note=note, created_at=now, revoked=False)))
+        return token
+
+    def resolve_token(self, token: str) -> Identity | None:
+        row = self.db.read(lambda conn: conn.execute(
+            select(api_tokens).where(and_(api_tokens.c.token_hash == hash_token(token),
+                                          api_tokens.c.revoked.is_(False)))).first())
+        if row is None:
+            return None
+        return Identity(user=row.user_name, team=row.team, admin=bool(row.admin))
+
+    def revoke_token(self, token: str) -> None:
+        self.db.write(lambda conn: conn.execute(
+            update(api_tokens).where(api_tokens.c.token_hash == hash_token(token)).values(revoked=True)))
+
+    # -- allocation audit ----------------------------------------------------------------------------------------
+    def bound_unit_count(self) -> int:
+        """Units held right now (each row is one GPU or slice; the primary key makes each held at most once)."""
+        return int(self.db.read(lambda conn: conn.execute(select(func.count()).select_from(bound_units)).scalar_one()))
+
+    # -- helpers (inside a transaction) --------------------------------------------------------------------------
+    def _fence(self, conn: Connection, epoch: int) -> None:
+        current = int(self._lease_row(conn, share=True).epoch)
+        if epoch < current:
+            raise StaleLeader(f"epoch {epoch} is older than the current lease's epoch {current}: "
+                              f"this scheduler is no longer the leader")
+
+    def _lease_row(self, conn: Connection, *, lock: bool = False, share: bool = False) -> Row[Any]:
+        query = select(lease).where(lease.c.name == SCHEDULER_LEASE)
+        if lock or share:
+            query = query.with_for_update(read=share and not lock)
+        row = conn.execute(query).first()
+        if row is None:
+            # A database made before the row was seeded (or by hand): create it, then lock it.
+            conn.execute(insert(lease).values(name=SCHEDULER_LEASE, holder=None, epoch=0, expires_at=None))
+            row = conn.execute(query).one()
+        return row
+
+    def _job_row(self, conn: Connection, job_id: str, *, lock: bool = False) -> Row[Any]:
+        query = _JOB_SELECT.where(jobs.c.id == job_id)
+        if lock:
+            query = query.with_for_update(of=jobs)
+        row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(f"no job {job_id!r}")
+        return row
+
+    def _update_job(self, conn: Connection, job_id: str, **values: Any) -> JobRecord:
+        conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
+        return self._job_record(self._job_row(conn, job_id))
+
+    def _units_of(self, conn: Connection, job: JobRecord, placement: Placement) -> list[tuple[str, str, int]]:
+        """The units ``placement`` names, after checking it is a placement of this job's shape on known nodes."""
+        spec = job.spec
+        if placement.flavour not in spec.flavour:
+            raise Conflict(f"job {job.id} asks for {', '.join(spec.flavour)}, not {placement.flavour}")
+        if len(placement.pods) != spec.pods or any(len(p.units) != spec.gpus_per_pod for p in placement.pods):
+            raise Conflict(f"placement of job {job.id} is not {spec.pods} pods × {spec.gpus_per_pod} units")
+        names = list(placement.nodes)
+        configs = {row.name: row.config for row in conn.execute(
+            select(nodes.c.name, nodes.c.config).where(nodes.c.name.in_(names)))}
+        for pod in placement.pods:
+            if pod.node not in configs:
+                raise NotFound(f"no node {pod.node!r}")
+            available = len(self._node(configs[pod.node]).devices.get(placement.flavour, ()))
+            for index in pod.units:
+                if not 0 <= index < available:
+                    raise Conflict(f"node {pod.node} has no unit {index} of {placement.flavour}")
+        units = [(pod.node, placement.flavour, index) for pod in placement.pods for index in pod.units]
+        if len(set(units)) != len(units):
+            raise Conflict(f"placement of job {job.id} names one unit twice")
+        return units
+
+    @staticmethod
+    def _holders(conn: Connection, flavour: str, units: list[tuple[str, str, int]]
+                 ) -> dict[tuple[str, str, int], str]:
+        wanted = set(units)
+        node_names = sorted({node for node, _, _ in units})
+        rows = conn.execute(select(bound_units.c.node, bound_units.c.flavour, bound_units.c.unit,
+                                   bound_units.c.job_id)
+                            .where(and_(bound_units.c.flavour == flavour, bound_units.c.node.in_(node_names))))
+        return {(r.node, r.flavour, r.unit): r.job_id for r in rows if (r.node, r.flavour, r.unit) in wanted}
+
+    def _lost_race_message(self, job_id: str, placement: Placement) -> str:
+        units = [(pod.node, placement.flavour, index) for pod in placement.pods for index in pod.units]
+        holders = self.db.read(lambda conn: self._holders(conn, placement.flavour, units))
+        for (node, flavour, unit), holder in holders.items():
+            if holder != job_id:
+                return (f"unit {unit} of {flavour} on node {node} is held by job {holder}; "
+                        f"job {job_id} cannot be bound to it")
+        return f"job {job_id} lost a race for its units to a concurrent bind; it stays pending"
+
+    def _node(self, config: str) -> Node:
+        node = self._nodes.get(config)
+        if node is None:
+            node = self._nodes[config] = codec.node_from_json(config)
+        return node
+
+    def _node_record(self, row: Row[Any]) -> NodeRecord:
+        return NodeRecord(node=self._node(row.config), health=Health(row.health), health_reason=row.health_reason,
+                          heartbeat_at=row.heartbeat_at, gpu_utilization=row.gpu_utilization)
+
+    def _job_record(self, row: Row[Any]) -> JobRecord:
+        # Most rows read in a cycle did not change since the last one: reuse the record built from an equal row.
+        values = tuple(row)
+        cached = self._records.get(row.id)
+        if cached is not None and cached[0] == values:
+            return cached[1]
+        record = self._build_job_record(row)
+        self._records[row.id] = (values, record)
+        return record
+
+    def _build_job_record(self, row: Row[Any]) -> JobRecord:
+        spec = self._specs.get(row.id)
+        if spec is None:
+            spec = self._specs[row.id] = codec.spec_from_json(row.spec)
+        last = None
+        if row.ck_step is not None:
+            last = CheckpointRecord(job_id=row.id, step=row.ck_step, uri=row.ck_uri, bytes=row.ck_bytes,
+                                    written_at=row.ck_written_at, verified=bool(row.ck_verified),
+                                    cost_s=row.ck_cost_s)
+        return JobRecord(
+            id=row.id, spec=spec, user=row.user_name, state=JobState(row.state), submitted_at=row.submitted_at,
+            queued_at=row.queued_at, front_of_queue=bool(row.front_of_queue),
+            admitted_as=AdmittedAs(row.admitted_as) if row.admitted_as is not None else None,
+            placement=codec.placement_from_json(row.placement) if row.placement is not None else None,
+            admitted_at=row.admitted_at, started_at=row.started_at, finished_at=row.finished_at,
+            terminate_by=row.terminate_by, requeue_on_exit=bool(row.requeue_on_exit), restarts=row.restarts,
+            infra_restarts=row.infra_restarts, preemptions=row.preemptions, attained_gpu_s=row.attained_gpu_s,
+            last_checkpoint=last, restart_block=row.restart_block,
+            avoid_nodes=frozenset(json.loads(row.avoid_nodes)),
+            wait_reason=Reason(row.wait_reason) if row.wait_reason is not None else None,
+            wait_message=row.wait_message, queue_position=row.queue_position,
+            estimated_start=row.estimated_start, exit_code=row.exit_code, message=row.message,
+            cancel_requested=bool(row.cancel_requested), checkpoint_requested=bool(row.checkpoint_requested),
+            epoch=row.epoch)
