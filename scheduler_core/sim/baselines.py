@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..policy.types import Policy
 from ..policy.decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
 from ..policy.snapshot import AdmittedAs, NodeState, PendingJob, Placement, RunningJob, Snapshot, TeamState
 from .freemap import FreeMap, placement_key
@@ -457,4 +458,4 @@ def _shadow(cycle: _Cycle, pending: PendingJob, ending: set[str]) -> Reserve | N
     return best
 
 
-BASELINES: dict[str, Callable[[Snapshot, float], CycleResult]] = {"fifo": fifo, "kueue": kueue, "easy": easy}
+BASELINES: dict[str, Policy] = {"fifo": fifo, "kueue": kueue, "easy": easy}

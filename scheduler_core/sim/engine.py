@@ -71,7 +71,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     the random node failures (tests script them)."""
     started = time.perf_counter()
     decide = resolve_policy(policy) if isinstance(policy, str) else policy
-    name = policy if isinstance(policy, str) else (policy_name or getattr(policy, "__name__", "policy"))
+    name = policy if isinstance(policy, str) else (policy_name or str(getattr(policy, "__name__", "policy")))
     nodes = workload.cluster.expand()
     quotas = {team.name: {f: q.nominal for f, q in team.quotas.items()} for team in workload.teams.teams}
     store = RecordingStore(nodes, quotas, seed=config.seed, readiness_timeout_s=config.readiness_timeout_s)

@@ -47,7 +47,8 @@ def _durations(series: Series, since: float, until: float) -> np.ndarray:
     if len(at) == 0:
         return at
     ends = np.append(at[1:], max(until, at[-1]))
-    return np.clip(np.minimum(ends, until) - np.maximum(at, since), 0.0, None)
+    held: np.ndarray = np.clip(np.minimum(ends, until) - np.maximum(at, since), 0.0, None)
+    return held
 
 
 def utilization_while_waiting(series: Series, units_per_gpu: dict[str, int], since: float,

@@ -8,6 +8,7 @@ Files: ``report.md`` (the table, the targets of DESIGN §1 beside it, the worklo
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,10 @@ def verdict(name: str, value: Any) -> str:
     if value is None:
         return "no such job in the workload"
     required, target, higher = TARGETS[name]
-    ok = (lambda bound: value >= bound) if higher else (lambda bound: value <= bound)
+
+    def ok(bound: float) -> bool:
+        return bool(value >= bound) if higher else bool(value <= bound)
+
     if ok(target):
         return "target met"
     if ok(required):
@@ -79,7 +83,10 @@ def binned(record: RunRecord, bin_s: float) -> tuple[np.ndarray, dict[str, np.nd
     per_bin = len(grid) // (len(edges) - 1)
 
     def mean(values: np.ndarray) -> np.ndarray:
-        return np.nanmean(values[: per_bin * (len(edges) - 1)].reshape(-1, per_bin), axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # a bin with no sample is NaN, on purpose
+            out: np.ndarray = np.nanmean(values[: per_bin * (len(edges) - 1)].reshape(-1, per_bin), axis=1)
+        return out
 
     util: dict[str, np.ndarray] = {}
     total_alloc = np.zeros(len(grid))

@@ -14,8 +14,11 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -23,10 +26,11 @@ from ...errors import ShoalError
 from ...model.cluster import ClusterConfig, capacity_by_flavour
 from ...model.flavours import FLAVOURS
 from ...model.job import CheckpointPolicy, JobKind, JobSpec, PriorityClass, Topology
-from ...model.team import TeamsConfig
+from ...model.team import TeamConfig, TeamsConfig
 from . import overlay
 from .types import Workload, WorkloadJob
 
+_E = TypeVar("_E", bound=StrEnum)
 REQUIRED = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 #: Spec field → the column that, when present and not empty, replaces the overlay's value.
 _OVERLAID = {"team": "team", "flavour": "flavour", "time_limit": "time_limit_s", "preemptible": "preemptible",
@@ -134,7 +138,7 @@ def _number(row: dict[str, str], name: str, *, minimum: float, strict: bool = Fa
     return value
 
 
-def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: dict[str, object],
+def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: Mapping[str, TeamConfig],
          weights: list[tuple[str, float]], capacity: dict[str, int]) -> WorkloadJob:
     job_id = row.get("job_id", "")
     if not job_id:
@@ -156,7 +160,7 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: di
         team = row["vc_or_team"]
     else:
         team = overlay.overlay_team(job_id, weights)
-    team_config = by_team[team]  # type: ignore[assignment]
+    team_config = by_team[team]
 
     flavour_text = row.get("flavour", "")
     if flavour_text:
@@ -165,7 +169,7 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: di
             if flavour not in capacity:
                 raise _Row(f"flavour {flavour!r} is not in this cluster (it has {', '.join(sorted(capacity))})")
     else:
-        chosen = overlay.overlay_flavour(job_id, team_config, capacity)  # type: ignore[arg-type]
+        chosen = overlay.overlay_flavour(job_id, team_config, capacity)
         if chosen is None:
             raise _Row(f"team {team!r} has no quota for any whole-GPU flavour of this cluster")
         flavours = (chosen,)
@@ -206,14 +210,14 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: di
                        source=f"{where}:{line}", overlaid=overlaid)
 
 
-def _enum(row: dict[str, str], name: str, enum: type, default: object) -> object:
+def _enum(row: dict[str, str], name: str, enum: type[_E], default: _E) -> _E:
     text = row.get(name, "")
     if not text:
         return default
     try:
         return enum(text.lower())
     except ValueError:
-        raise _Row(f"{name} is {text!r}; use one of: {', '.join(e.value for e in enum)}") from None
+        raise _Row(f"{name} is {text!r}; use one of: {', '.join(str(e.value) for e in enum)}") from None
 
 
 def _bool(row: dict[str, str], name: str) -> bool:
@@ -234,4 +238,4 @@ def _topology(text: str, pods: int) -> Topology | None:
     kind, _, level = text.partition(":")
     if kind not in ("required", "preferred") or level not in ("node", "leaf", "block"):
         raise _Row(f"topology is {text!r}; use required:LEVEL, preferred:LEVEL (node, leaf, block) or none")
-    return Topology(**{kind: level})  # type: ignore[arg-type]
+    return Topology.model_validate({kind: level})

@@ -95,7 +95,8 @@ def _preemptible(rng: np.random.Generator, share: float, team: TeamConfig, units
 def _rate(hour: np.ndarray) -> np.ndarray:
     xs = np.array([p[0] for p in PROFILE], dtype=float)
     ys = np.array([p[1] for p in PROFILE], dtype=float)
-    return np.interp(np.mod(hour, 24.0), xs, ys)
+    rate: np.ndarray = np.interp(np.mod(hour, 24.0), xs, ys)
+    return rate
 
 
 def _arrivals(rng: np.random.Generator, count: int, start: float, end: float) -> np.ndarray:
@@ -207,31 +208,31 @@ def busy_tuesday(cluster: ClusterConfig, teams: TeamsConfig, seed: int = 0) -> W
     )
     for prefix, start, end, n_ft, n_small, measured in periods:
         for i, at in enumerate(_arrivals(rng, n_ft, start, end)):
-            team = by_name[names[int(rng.choice(len(names), p=activity))]]
+            team_config = by_name[names[int(rng.choice(len(names), p=activity))]]
             gpus = _choose(rng, FINE_TUNE_GPUS)
-            ft_flavour = flavour_for(team, FINE_TUNE_H100_SHARE)
+            ft_flavour = flavour_for(team_config, FINE_TUNE_H100_SHARE)
             pods = max(1, gpus // 8)
             required = pods > 1 and gpus <= 128 and rng.random() < 0.25
             topology = None if pods == 1 else (Topology(required="block") if required
                                                else Topology(preferred="block"))
             drafts.append(_Draft(
-                id=f"{prefix}-ft-{i:04d}", team=team.name, kind=JobKind.BATCH, flavour=ft_flavour,
+                id=f"{prefix}-ft-{i:04d}", team=team_config.name, kind=JobKind.BATCH, flavour=ft_flavour,
                 pods=pods, per_pod=min(gpus, 8), submit=float(at), work=_lognormal(rng, 3 * HOUR, 0.7, 1800, 20 * HOUR),
-                scalable=True, topology=topology, preemptible=_preemptible(rng, 0.95, team, gpus, ft_flavour),
+                scalable=True, topology=topology, preemptible=_preemptible(rng, 0.95, team_config, gpus, ft_flavour),
                 priority=PriorityClass.HIGH if rng.random() < 0.1 else PriorityClass.STANDARD,
                 cost=10.0 + 40.0 * math.sqrt(gpus / 256) * (0.75 + 0.5 * float(rng.random())),
                 limit_factor=1.3 + 1.7 * float(rng.random()), limit_round=HOUR, measured=measured, max_restarts=10))
         for i, at in enumerate(_arrivals(rng, n_small, start, end)):
-            team = by_name[names[int(rng.choice(len(names), p=activity))]]
+            team_config = by_name[names[int(rng.choice(len(names), p=activity))]]
             gpus = _choose(rng, SMALL_GPUS)
             draw = float(rng.random())
             priority = PriorityClass.HIGH if draw < 0.1 else PriorityClass.LOW if draw < 0.2 else \
                 PriorityClass.STANDARD
-            small_flavour = flavour_for(team, SMALL_H100_SHARE)
+            small_flavour = flavour_for(team_config, SMALL_H100_SHARE)
             drafts.append(_Draft(
-                id=f"{prefix}-job-{i:04d}", team=team.name, kind=JobKind.BATCH, flavour=small_flavour,
+                id=f"{prefix}-job-{i:04d}", team=team_config.name, kind=JobKind.BATCH, flavour=small_flavour,
                 pods=1, per_pod=gpus, submit=float(at), work=_lognormal(rng, 40 * 60, 1.0, 300, 12 * HOUR),
-                scalable=True, topology=None, preemptible=_preemptible(rng, 0.85, team, gpus, small_flavour),
+                scalable=True, topology=None, preemptible=_preemptible(rng, 0.85, team_config, gpus, small_flavour),
                 priority=priority,
                 cost=5.0 + 15.0 * float(rng.random()), limit_factor=1.3 + 1.7 * float(rng.random()),
                 limit_round=900.0, measured=measured))
