@@ -24,6 +24,7 @@ from ..model.cluster import Health, Node
 from ..model.flavours import FLAVOURS
 from ..policy.types import Policy
 from .baselines import BASELINES
+from .cadence import PlanEvery
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
 from .recorder import RecordingStore
 from .records import RunRecord, Series
@@ -47,10 +48,11 @@ class SimConfig:
 
 
 def resolve_policy(name: str) -> Policy:
-    """``shoal`` is the real ``run_cycle``; the rest are the baselines."""
+    """``shoal`` is the real ``run_cycle`` (estimates planned every 30 s, see ``cadence``); the rest are the
+    baselines."""
     if name == "shoal":
         from ..policy.cycle import run_cycle
-        return run_cycle
+        return PlanEvery(run_cycle)
     if name in BASELINES:
         return BASELINES[name]
     raise ValueError(f"unknown policy {name!r}; use one of: {', '.join(POLICIES)}")

@@ -12,7 +12,7 @@ from scheduler_core.sim.records import RunRecord
 
 from . import tiny
 
-BASELINES = ["fifo", "kueue", "easy"]
+POLICIES = ["shoal", "fifo", "kueue", "easy"]
 
 
 def mixed_workload() -> tiny.Workload:
@@ -29,7 +29,7 @@ def decisions(record: RunRecord) -> list[object]:
             for job in record.jobs]
 
 
-@pytest.mark.parametrize("policy", BASELINES)
+@pytest.mark.parametrize("policy", POLICIES)
 def test_the_same_workload_and_seed_give_the_same_decisions(policy: str) -> None:
     config = SimConfig(seed=7, gpu_hours_per_failure=50.0, repair_s=3600.0)   # failures often, to exercise them
     first = simulate(mixed_workload(), policy, config)
@@ -93,3 +93,11 @@ def test_fitting_work_waiting_next_to_idle_gpus_lowers_utilization_while_waiting
     easy = summarise(simulate(tiny.workload(*jobs), "easy", SimConfig(gpu_hours_per_failure=None)))
     assert fifo["utilization_while_waiting"] < 0.3
     assert easy["small_job_wait_p50_s"] < fifo["small_job_wait_p50_s"]
+
+
+def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
+    from scheduler_core.policy.cycle import run_cycle
+    config = SimConfig(seed=2, gpu_hours_per_failure=200.0, repair_s=3600.0)
+    every_pass = simulate(mixed_workload(), run_cycle, config, policy_name="shoal")
+    cadenced = simulate(mixed_workload(), "shoal", config)
+    assert decisions(every_pass) == decisions(cadenced)
