@@ -24,7 +24,7 @@ from ..model.cluster import Health, Node
 from ..model.flavours import FLAVOURS
 from ..policy.types import Policy
 from .baselines import BASELINES
-from .cadence import PlanEvery
+from .cadence import PlanEvery, SkipWhenIdle
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
 from .recorder import RecordingStore
 from .records import RunRecord, Series
@@ -72,7 +72,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     """Replay ``workload`` under ``policy`` and return everything that happened. ``faults``, when given, replaces
     the random node failures (tests script them)."""
     started = time.perf_counter()
-    decide = resolve_policy(policy) if isinstance(policy, str) else policy
+    decide = SkipWhenIdle(resolve_policy(policy) if isinstance(policy, str) else policy)
     name = policy if isinstance(policy, str) else (policy_name or str(getattr(policy, "__name__", "policy")))
     nodes = workload.cluster.expand()
     quotas = {team.name: {f: q.nominal for f, q in team.quotas.items()} for team in workload.teams.teams}

@@ -15,9 +15,10 @@ Definitions (the report repeats them):
 * **placement_violations**: admissions of a whole-GPU job of G ≥ one block's GPUs (256 on the reference cluster)
   spread over more than ceil(G / block) blocks: a 256-GPU job outside one block, a 1,024-GPU job over four.
 * **gpu_hours_lost**: work done since the last checkpoint and thrown away by a failure or a preemption.
-* **fairness_jain**: Jain's index over teams of min(1, used ÷ entitled GPU-hours), where entitled is the smaller of
-  the team's nominal quota over the measured span and the work its measured jobs asked for in it (a team that
-  asked for less than its quota is owed only what it asked for). 1.0: every team got what it was owed.
+* **fairness_jain**: Jain's index over teams of min(1, used ÷ entitled GPU-hours), where used is what the team's
+  measured jobs held inside the window, and entitled the smaller of the team's nominal quota over the window and
+  the work its measured jobs asked for in it (a team that asked for less than its quota is owed only what it
+  asked for). 1.0: every team got what it was owed.
 """
 
 from __future__ import annotations
@@ -93,10 +94,14 @@ def jain(values: Sequence[float]) -> float | None:
     return (total * total) / (len(values) * squares) if squares else 1.0
 
 
-def used_gpu_s_by_team(record: RunRecord, since: float, until: float) -> dict[str, float]:
-    """GPU-seconds each team held in ``[since, until)``, from admissions to the next interruption or the end."""
+def used_gpu_s_by_team(record: RunRecord, since: float, until: float, *,
+                       measured_only: bool = True) -> dict[str, float]:
+    """GPU-seconds each team's (measured) jobs held in ``[since, until)``, from each admission to the next
+    interruption or the end."""
     used: dict[str, float] = {}
     for job in record.jobs:
+        if measured_only and not job.measured:
+            continue
         for start, end, flavour in holding_spans(job, record.end):
             lo, hi = max(start, since), min(end, until)
             if hi > lo:

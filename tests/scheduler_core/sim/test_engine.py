@@ -21,6 +21,7 @@ def mixed_workload() -> tiny.Workload:
         gpus = [1, 2, 4, 8, 16, 24][i % 6]
         jobs.append(tiny.job(f"j{i:02d}", team="ab"[i % 2], at=i * 97.0, gpus=gpus, work=1800 + (i * 613) % 5400,
                              limit=4 * 3600))
+    jobs.append(tiny.job("overruns", team="a", at=20_000.0, gpus=8, work=7200.0, limit=3600.0))   # alone, late
     return tiny.workload(*jobs)
 
 
@@ -101,3 +102,16 @@ def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
     every_pass = simulate(mixed_workload(), run_cycle, config, policy_name="shoal")
     cadenced = simulate(mixed_workload(), "shoal", config)
     assert decisions(every_pass) == decisions(cadenced)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_skipping_passes_with_nothing_pending_changes_no_decision(policy: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler_core.sim import cadence, engine
+    config = SimConfig(seed=4, gpu_hours_per_failure=200.0, repair_s=3600.0)
+    skipping = simulate(mixed_workload(), policy, config)
+    monkeypatch.setattr(engine, "SkipWhenIdle", lambda p: p)
+    assert cadence.SkipWhenIdle is not engine.SkipWhenIdle
+    every_pass = simulate(mixed_workload(), policy, config)
+    assert decisions(every_pass) == decisions(skipping)
+    assert {job.id: job.final_state for job in skipping.jobs}["overruns"] == "TIMED_OUT"
