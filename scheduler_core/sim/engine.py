@@ -1,9 +1,10 @@
 """The discrete-event engine: a workload through the real controller, store and sim executor, in virtual time.
 
-Time jumps from one thing that happens to the next — a submission, a pod event the executor has scheduled (start,
-checkpoint, exit, grace expiry), a node failure or repair, a rule with a clock (readiness timeout, time limit) — and
-the controller steps at most once per scheduler tick (10 s of virtual time, like the live loop), only when
-something happened. While jobs wait the controller also steps every minute even if nothing did (backing off to five
+Time jumps from one thing that happens to the next — a submission, a pod that ends (exits, is killed at the end of
+its grace, is lost), a node failure or repair, a rule with a clock (readiness timeout, time limit) — and the
+controller steps at most once per scheduler tick (10 s of virtual time, like the live loop), only when something
+happened. Pod starts and checkpoints free no units, so they do not wake the controller: they wait, time-stamped,
+for its next step. While jobs wait the controller also steps every minute even if nothing did (backing off to five
 minutes while nothing changes), so the policy's own clocks (topology widening, starvation promotion, minimum run
 time) are honoured. A run is deterministic for a given workload and seed: every draw comes from a seeded generator
 or a hash, and every collection the engine walks has a fixed order.
@@ -107,15 +108,12 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         keepalive = last_step + idle_gap if store.pending_count > 0 else math.inf
         while timers and timers[0] <= last_step:
             heapq.heappop(timers)
-        candidates = [
-            jobs[next_job].submit_at if next_job < len(jobs) else math.inf,
-            executor.next_event_at() or math.inf,
-            failures.peek(),
-            repairs[0][0] if repairs else math.inf,
-            timers[0] if timers else math.inf,
-            keepalive,
-        ]
-        t = min(candidates)
+        t = min(jobs[next_job].submit_at if next_job < len(jobs) else math.inf, failures.peek(),
+                repairs[0][0] if repairs else math.inf, timers[0] if timers else math.inf, keepalive)
+        # Pod starts and checkpoints free no units: let them happen unseen until something that matters.
+        ended = executor.advance_to_pod_end(min(t, horizon))
+        if ended is not None:
+            t = min(t, ended)
         if t == math.inf or t > horizon:
             break
         at = max(math.ceil(t / tick) * tick, last_step + tick)
