@@ -120,13 +120,14 @@ class SimStats:
 class SimExecutor(Executor):
     """An ``Executor`` in virtual time. ``behaviour`` says how each launch behaves (default: ``SimBehaviour()``)."""
 
-    def __init__(self, behaviour: BehaviourFn | SimBehaviour | None = None) -> None:
+    def __init__(self, behaviour: BehaviourFn | SimBehaviour | None = None, *, now: float = 0.0) -> None:
+        """``now``: the virtual instant the executor starts at (a simulation may start before 0, in warm-up)."""
         if behaviour is None or isinstance(behaviour, SimBehaviour):
             fixed = behaviour or SimBehaviour()
             self._behaviour: BehaviourFn = lambda request: fixed
         else:
             self._behaviour = behaviour
-        self._now = 0.0
+        self._now = now
         self._gangs: dict[str, _Gang] = {}
         self._heap: list[tuple[float, int, int, str, int]] = []
         self._seq = 0

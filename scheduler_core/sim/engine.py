@@ -80,14 +80,14 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     store = RecordingStore(nodes, quotas, seed=config.seed, readiness_timeout_s=config.readiness_timeout_s)
     store.sync_nodes(nodes)
     store.sync_teams(workload.teams.teams)
-    executor = SimExecutor(behaviour_for(store.workload_jobs, config.seed))
+    jobs = workload.jobs
+    t0 = min(jobs[0].submit_at, workload.window[0])
+    executor = SimExecutor(behaviour_for(store.workload_jobs, config.seed), now=t0)
     store.lost_units_s = lambda job_id: executor.stats.lost_gpu_s.get(job_id, 0.0)
     controller = Controller(store, executor, decide, nodes=nodes, config=ControllerConfig(
         readiness_timeout_s=config.readiness_timeout_s,
         gpu_hours_per_interruption=config.gpu_hours_per_failure or GPU_HOURS_PER_FAILURE))
 
-    jobs = workload.jobs
-    t0 = min(jobs[0].submit_at, workload.window[0])
     last_submit = jobs[-1].submit_at
     horizon = last_submit + config.horizon_s
     failures: FailureModel | ScriptedFailures = (

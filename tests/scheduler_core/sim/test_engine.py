@@ -115,3 +115,13 @@ def test_skipping_passes_with_nothing_pending_changes_no_decision(policy: str,
     every_pass = simulate(mixed_workload(), policy, config)
     assert decisions(every_pass) == decisions(skipping)
     assert {job.id: job.final_state for job in skipping.jobs}["overruns"] == "TIMED_OUT"
+
+
+def test_a_warm_up_before_time_zero_runs_like_any_other_time() -> None:
+    warm = tiny.job("warm", at=-7200.0, gpus=8, work=3600.0, measured=False)
+    later = tiny.job("later", at=-3000.0, gpus=8, work=600.0)
+    record = simulate(tiny.workload(warm, later, window=(-3600.0, 0.0)), "kueue", SimConfig(gpu_hours_per_failure=None))
+    logs = {job.id: job for job in record.jobs}
+    assert logs["warm"].interruptions == [] and logs["later"].interruptions == []
+    assert -7200.0 < logs["warm"].running_at < -7200.0 + 120.0
+    assert logs["warm"].finished_at < -3000.0
