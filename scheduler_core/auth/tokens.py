@@ -20,10 +20,12 @@ class Identity:
     user: str
     team: str
     admin: bool = False
+    #: Further teams the user belongs to (a hub user in several team groups); ``team`` is their first.
+    other_teams: frozenset[str] = frozenset()
 
     def may_act_on(self, team: str) -> bool:
-        """A user reads and acts only on their own team's jobs, unless an admin."""
-        return self.admin or self.team == team
+        """A user reads and acts only on their own teams' jobs, unless an admin."""
+        return self.admin or self.team == team or team in self.other_teams
 
 
 def new_token() -> str:

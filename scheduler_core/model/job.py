@@ -9,7 +9,8 @@ from __future__ import annotations
 from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator,
+                      model_validator)
 
 from .durations import format_duration, parse_duration
 from .flavours import FLAVOURS
@@ -21,7 +22,13 @@ def _seconds(value: Any) -> float:
 
 
 #: Seconds in, seconds kept; accepts "12h", "300s", "1h30m" or a number of seconds.
-Duration = Annotated[float, BeforeValidator(_seconds), PlainSerializer(format_duration, return_type=str)]
+Duration = Annotated[
+    float, BeforeValidator(_seconds), PlainSerializer(format_duration, return_type=str),
+    # The schema says what is accepted (the OpenAPI document is generated from it), not the float kept.
+    WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "examples": ["90s", "12h", "1h30m"]}],
+                    "description": "seconds, or a duration such as '90s', '30m', '12h', '1h30m', '3d'"},
+                   mode="validation"),
+]
 
 
 class JobKind(StrEnum):

@@ -10,6 +10,7 @@ every job that does not start. ``docs/scheduling.md`` tells the story for a new 
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 from ..model.durations import format_duration
@@ -32,6 +33,10 @@ _REASON_RANK = {
     Reason.WAITING_FOR_CAPACITY: 4, Reason.WAITING_FOR_TOPOLOGY: 5, Reason.BEHIND_RESERVATION: 6,
     Reason.PREEMPTING_VICTIMS: 7,
 }
+#: A flavour the plan may start a waiting job on: (flavour, quota reason holding it back or None, waiting for
+#: reclaim, not before this instant).
+_PlanFor = tuple[str, Reason | None, bool, float]
+
 _CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
                                Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
 
@@ -78,13 +83,14 @@ class _Waiting:
     """A job that does not start this cycle, before the plan gives it an estimated start.
 
     ``plan_for`` lists the flavours the plan may start it on, each with what holds it back besides capacity:
-    a quota reason (it starts once the team's or cohort's jobs free quota) or ``reclaim`` (once borrowers
-    may be preempted)."""
+    a quota reason (it starts once the team's or cohort's jobs free quota), ``reclaim`` (once borrowers
+    may be preempted), and an instant before which it cannot start (a reserved non-preemptible job of its
+    team holds the nominal quota until then)."""
 
     job: PendingJob
     reason: Reason
     message: str
-    plan_for: list[tuple[str, Reason | None, bool]] = field(default_factory=list)
+    plan_for: list[_PlanFor] = field(default_factory=list)
     estimate: float | None = None
     planned: bool = False        # the estimate is fixed already (reservation, victims)
 
@@ -95,10 +101,11 @@ class _Class:
 
     reason: Reason
     message: str
-    plan_for: list[tuple[str, Reason | None, bool]]
+    plan_for: list[_PlanFor]
     misses: list[tuple[int, str, Pool, Verdict, Miss]]
     min_limit: float
-    quota: tuple[int, ...]
+    quota: tuple[int, ...] | None      # None: refused by quota, which only tightens within a cycle
+    refused: list[_PlanFor] = field(default_factory=list)
 
 
 class _Cycle:
@@ -118,8 +125,16 @@ class _Cycle:
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         self.leaving: dict[str, float] = {}
         self.victims_for: dict[str, list[RunningJob]] = {}
+        alloc = self.alloc
+        speed = {f: FLAVOURS[f].speed if f in FLAVOURS else 1.0 for f in self.cap.pools}
         for job in self.running:
-            self._add_alloc(job.request, job.placement.flavour, +1)
+            request = job.request
+            row = alloc.get(request.team)
+            if row is None:
+                row = alloc[request.team] = [0.0, 0.0, 0.0]
+            row[0] += request.units * speed.get(job.placement.flavour, 1.0)
+            row[1] += request.pods * request.cpus_per_pod
+            row[2] += request.pods * request.memory_gb_per_pod
             if job.terminating:
                 self.leaving[job.request.id] = job_end(job, now)
                 if job.preempted_for is not None:
@@ -133,12 +148,25 @@ class _Cycle:
         self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
+        self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
+        #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
+        #: when more jobs are signalled.
+        self._eligible: dict[tuple[object, ...], list[Victim]] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
         self._classes: dict[tuple[object, ...], _Class] = {}
         #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
         self._holdings: list[tuple[float, str, str, int]] = []
+        #: (start, team, flavour, units) of each reservation, for the quota side of backfill; those a job
+        #: being processed would overlap if it started now.
+        self._quota_holds: list[tuple[float, str, str, int, bool, float]] = []
+        self._held_now: list[tuple[str, str, int]] = []
+        self._extra_now: dict[tuple[str, str], int] = {}
+        self._nominal_only_now: dict[tuple[str, str], float] = {}
+        self._nominal_only_keys: frozenset[tuple[str, str]] = frozenset()
+        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], dict[tuple[str, str], float],
+                                                      frozenset[tuple[str, str]]]] = {}
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -204,13 +232,32 @@ class _Cycle:
                      self._widened(pending))
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
-                    and known.quota == self._quota_state(request)):
+                    and (known.quota is None or known.quota == self._quota_state(request))):
                 waiting = self._wait(pending, known.reason, known.message)
                 waiting.plan_for = known.plan_for
                 if known.misses:
                     self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
                                         is_small(request, self.config.small_job_max_units))
+                elif known.refused:
+                    self._reserve_after_quota(pending, waiting, known.refused)
                 return
+        # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
+        #    not take the quota a reservation needs, any more than its nodes).
+        holds = self._quota_holds                      # sorted by start
+        overlap = (len(holds), bisect_left(holds, (self.now + request.time_limit_s,)))
+        self._held_now = [hold[1:4] for hold in holds[:overlap[1]]]
+        cached = self._held_extra.get(overlap)
+        if cached is None:
+            extra: dict[tuple[str, str], int] = {}
+            for team, f, units in self._held_now:
+                extra[(team, f)] = extra.get((team, f), 0) + units
+            nominal_only: dict[tuple[str, str], float] = {}
+            for h in holds[:overlap[1]]:
+                if h[4]:
+                    nominal_only[(h[1], h[2])] = max(nominal_only.get((h[1], h[2]), h[5]), h[5])
+            cached = (extra, nominal_only, frozenset(nominal_only))
+            self._held_extra[overlap] = cached
+        self._extra_now, self._nominal_only_now, self._nominal_only_keys = cached
         outcome = self._process(pending)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
@@ -239,15 +286,16 @@ class _Cycle:
         inflight = [v for v in self.victims_for.get(request.id, []) if v.request.id in self.leaving]
         # c. Quota on each flavour, in the job's order of preference.
         options: list[tuple[str, Pool, Verdict]] = []
-        refused: list[tuple[str, Reason | None, bool]] = []
+        refused: list[_PlanFor] = []
         best: tuple[int, int, Reason, str] | None = None
         for index, (f, pool) in enumerate(shaped):
-            verdict = self.ledger.verdict(request, f)
+            verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_keys)
             if verdict.admitted_as is None:
                 assert verdict.reason is not None
                 best = _better(best, index, verdict.reason, verdict.message)
                 if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                    refused.append((f, verdict.reason, False))
+                    after = self._nominal_only_now.get((request.team, f), self.now)
+                    refused.append((f, verdict.reason, False, after if request.preemptible else self.now))
             else:
                 options.append((f, pool, verdict))
         if not options:
@@ -260,6 +308,10 @@ class _Cycle:
                 misses.append((index, f, pool, verdict, Miss(
                     Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
                     f"fits the team's nominal {f} quota, which is lent out; borrowers cannot be preempted yet")))
+                continue
+            known_miss = self._known_miss(pending, pool, ctx)
+            if known_miss is not None:
+                misses.append((index, f, pool, verdict, known_miss))
                 continue
             placement = place(self.cap, pool, request, ctx, small)
             if placement is not None:
@@ -279,7 +331,7 @@ class _Cycle:
         choice = max(misses, key=lambda m: (_REASON_RANK[m[4].reason], -m[0]))
         miss = choice[4]
         waiting = self._wait(pending, miss.reason, miss.message)
-        waiting.plan_for = [(f, None, v.reclaim) for _, f, _, v, m in misses if not m.never]
+        waiting.plan_for = [(f, None, v.reclaim, self.now) for _, f, _, v, m in misses if not m.never]
         reservable = [m for m in misses if not m[4].never and not m[3].reclaim and m[4].reason in _CAPACITY_REASONS]
         outcome = _Class(miss.reason, miss.message, waiting.plan_for, reservable, request.time_limit_s, quota)
         if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
@@ -289,10 +341,13 @@ class _Cycle:
         return outcome
 
     def _refuse(self, pending: PendingJob, quota: tuple[int, ...], reason: Reason, message: str,
-                plan_for: list[tuple[str, Reason | None, bool]] | None = None) -> _Class:
+                plan_for: list[_PlanFor] | None = None) -> _Class:
         waiting = self._wait(pending, reason, message)
         waiting.plan_for = plan_for or []
-        return _Class(reason, message, waiting.plan_for, [], 0.0, quota)
+        refused = [entry for entry in waiting.plan_for if entry[1] is not None]
+        if refused:
+            self._reserve_after_quota(pending, waiting, refused)
+        return _Class(reason, message, waiting.plan_for, [], 0.0, None, refused)
 
     def _context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
@@ -317,6 +372,15 @@ class _Cycle:
             return None
         return pending.queued_at + self.config.topology_widen_after_s
 
+    def _known_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext) -> Miss | None:
+        """The cached miss of an identical shape, when it still holds (see :meth:`_miss`)."""
+        if ctx.avoid or ctx.restart_block is not None:
+            return None
+        hit = self._miss_cache.get((pool.flavour, pending.request.shape, ctx.widened))
+        if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
+            return hit[0]
+        return None
+
     def _miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
         """Why the job does not fit ``pool``; identical shapes share the answer for the rest of the cycle
         (free units only shrink and reservations only grow within a cycle, so a miss stays a miss)."""
@@ -338,7 +402,7 @@ class _Cycle:
         occupy(self.cap, pool, request, placement, end)
         self.ledger.add(request, pool.flavour, admitted_as)
         if admitted_as is not AdmittedAs.SCAVENGER:
-            self._holdings.append((end, request.team, pool.flavour, request.units))
+            self._holding(end, request.team, pool.flavour, request.units)
         self._add_alloc(request, pool.flavour, +1)
         self.timeline.set_until(request, placement, end, extend=True)
         self.admits.append(Admit(request.id, placement, admitted_as,
@@ -353,8 +417,7 @@ class _Cycle:
         """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
         self.ledger.add(request, flavour, admitted_as)
         if admitted_as is not AdmittedAs.SCAVENGER:
-            self._holdings.append((self.now + request.grace_s + request.time_limit_s, request.team, flavour,
-                                   request.units))
+            self._holding(self.now + request.grace_s + request.time_limit_s, request.team, flavour, request.units)
         self._add_alloc(request, flavour, +1)
 
     def _hold(self, request: JobRequest, slot: Slot) -> None:
@@ -440,26 +503,38 @@ class _Cycle:
         cohort = self.snapshot.teams[request.team].cohort
         teams = self.snapshot.teams
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
-        eligible = []
-        for v in self._candidates_for(pool.flavour, band):
-            if v.id in self.leaving:
-                continue
-            if not v.scavenger:
-                if scavengers_only:
-                    break
-                if not may_preempt(request, band, v):
+        if reclaim_only and not self._reclaim_possible(request, pool.flavour, cohort, verdict.deficit):
+            self._no_victims.add(key)
+            return False
+        pick = (pool.flavour, band, request.team, scavengers_only, reclaim_only, len(self.leaving))
+        eligible = self._eligible.get(pick)
+        if eligible is None:
+            eligible = []
+            for v in self._candidates_for(pool.flavour, band):
+                if v.id in self.leaving:
                     continue
-                if reclaim_only:
-                    other = teams.get(v.job.request.team)
-                    if other is None or other.cohort != cohort:
+                if not v.scavenger:
+                    if scavengers_only:
+                        break
+                    if not may_preempt(request, band, v):
                         continue
-            eligible.append(v)
+                    if reclaim_only:
+                        other = teams.get(v.job.request.team)
+                        if other is None or other.cohort != cohort:
+                            continue
+                eligible.append(v)
+            self._eligible[pick] = eligible
         if not eligible:
             self._no_victims.add(key)
             return False
-        target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
-        search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
-        found = search.run(eligible)
+        undo = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
+            search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
+            found = search.run(eligible)
+        finally:
+            if undo is not None:
+                undo()
         if found is None:
             self._no_victims.add(key)
             return False
@@ -467,6 +542,22 @@ class _Cycle:
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
+
+    def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
+        """A quick bound before any search: could preempting every borrower the job may take restore its
+        cohort's pool at all? (Borrowers inside their minimum run time or already leaving do not count.)"""
+        key = (flavour, cohort)
+        by_team = self._borrowed_units.get(key)
+        if by_team is None:
+            by_team = {}
+            for v in self._candidates_for(flavour, Band.GUARANTEED):
+                team = v.job.request.team
+                other = self.snapshot.teams.get(team)
+                if (not v.scavenger and v.job.admitted_as is AdmittedAs.BORROWED and other is not None
+                        and other.cohort == cohort and v.id not in self.leaving):
+                    by_team[team] = by_team.get(team, 0) + v.job.request.units
+            self._borrowed_units[key] = by_team
+        return deficit <= sum(by_team.values()) - by_team.get(request.team, 0)
 
     def _worth_it(self, request: JobRequest, flavour: str, found: Found, slot: Slot | None) -> bool:
         """Preempting for a far-off reservation pays when it loses fewer GPU-hours than the job would wait."""
@@ -501,6 +592,10 @@ class _Cycle:
             else:
                 reason = PreemptReason.HIGHER_BAND
             grace = self._grace(job)
+            if job.admitted_as is AdmittedAs.BORROWED and other is not None:
+                by_team = self._borrowed_units.get((job.placement.flavour, other.cohort))
+                if by_team is not None and job.request.team in by_team:
+                    by_team[job.request.team] -= job.request.units
             self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id))
             self._mark_leaving(job, self.now + grace)
             latest = max(latest, self.now + grace)
@@ -516,15 +611,51 @@ class _Cycle:
 
     # -- reservations ----------------------------------------------------------------------------------------
 
+    def _may_reserve(self, pending: PendingJob) -> bool:
+        """The first ``max_reservations`` blocked jobs in cycle order hold their plan; long waiters up to
+        twice that. Scavenger work never reserves."""
+        limit = self.config.max_reservations
+        starving = self.now - pending.queued_at >= self.config.starvation_after_s
+        return (pending.request.priority_class is not PriorityClass.SCAVENGER
+                and self.blocked_reservations < (2 * limit if starving else limit))
+
+    def _reserve(self, pending: PendingJob, waiting: _Waiting, slot: Slot) -> None:
+        request = pending.request
+        self.blocked_reservations += 1
+        self._hold(request, slot)
+        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible,
+                                   slot.start + request.time_limit_s))
+        self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
+        waiting.estimate = slot.start
+        waiting.planned = True
+        waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
+
+    def _reserve_after_quota(self, pending: PendingJob, waiting: _Waiting, refused: list[_PlanFor]) -> None:
+        """A job held back by quota that its team's (or cohort's) jobs free at a known time is planned in its
+        place in the queue like any other: reserved from when both quota and nodes allow."""
+        if not self._may_reserve(pending):
+            return
+        request = pending.request
+        best: Slot | None = None
+        for flavour, reason, _, after in refused:
+            if flavour not in self.cap.pools or reason is None:
+                continue
+            quota_free = self._quota_clock().free_at(request, flavour, reason)
+            if quota_free is None:
+                continue
+            slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, after, self.now),
+                                          widen_at=self._widen_at(pending))
+            if slot is not None and (best is None or slot.start < best.start):
+                best = slot
+        if best is not None:
+            self._reserve(pending, waiting, best)
+
     def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
                        misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
         """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
         when that costs less). Returns True when it preempted instead."""
         request = pending.request
-        limit = self.config.max_reservations
-        starving = self.now - pending.queued_at >= self.config.starvation_after_s
-        if (request.priority_class is PriorityClass.SCAVENGER
-                or self.blocked_reservations >= (2 * limit if starving else limit)):
+        if not self._may_reserve(pending):
             return False
         best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
         for entry in misses:
@@ -544,12 +675,7 @@ class _Cycle:
                     return True
         if best is None:
             return False
-        slot = best[2]
-        self.blocked_reservations += 1
-        self._hold(request, slot)
-        waiting.estimate = slot.start
-        waiting.planned = True
-        waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
+        self._reserve(pending, waiting, best[2])
         return False
 
     # -- phase 5 ---------------------------------------------------------------------------------------------
@@ -576,6 +702,11 @@ class _Cycle:
 
     # -- phase 6 ---------------------------------------------------------------------------------------------
 
+    def _holding(self, end: float, team: str, flavour: str, units: int) -> None:
+        self._holdings.append((end, team, flavour, units))
+        if self._clock is not None:
+            self._clock.add(end, team, flavour, units)
+
     def _quota_clock(self) -> QuotaClock:
         if self._clock is None:
             holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
@@ -595,18 +726,18 @@ class _Cycle:
             request = waiting.job.request
             best: Slot | None = None
             reclaim_at: float | None = None
-            for flavour, quota_reason, reclaim in waiting.plan_for:
+            for flavour, quota_reason, reclaim, after in waiting.plan_for:
                 if reclaim:
                     # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
                     at = self._reclaim_after(request, flavour)
                     reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
                     continue
-                not_before = self.now
+                not_before = max(self.now, after)
                 if quota_reason is not None:
                     quota_free = self._quota_clock().free_at(request, flavour, quota_reason)
                     if quota_free is None:
                         continue
-                    not_before = quota_free
+                    not_before = max(not_before, quota_free)
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
                                               widen_at=self._widen_at(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):

@@ -75,14 +75,25 @@ class TeamOrder:
                 self._push(team)
 
     def _push(self, team: str) -> None:
+        heapq.heappush(self._heap, self._key(team))
+
+    def _key(self, team: str) -> tuple[int, float, str]:
         job = self._queues[team][self._next[team]]
-        heapq.heappush(self._heap, (-int(self._band(job)), self._share(team), team))
+        return (-int(self._band(job)), self._share(team), team)
 
     def __iter__(self) -> Iterator[PendingJob]:
-        while self._heap:
-            _, _, team = heapq.heappop(self._heap)
-            index = self._next[team]
-            self._next[team] = index + 1
-            yield self._queues[team][index]
-            if index + 1 < len(self._queues[team]):
-                self._push(team)
+        heap = self._heap
+        while heap:
+            _, _, team = heapq.heappop(heap)
+            queue = self._queues[team]
+            while True:
+                index = self._next[team]
+                self._next[team] = index + 1
+                yield queue[index]
+                if index + 1 >= len(queue):
+                    break
+                key = self._key(team)
+                if heap and heap[0] < key:
+                    heapq.heappush(heap, key)
+                    break
+                # Still first: go on with this team without touching the heap.

@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right, insort
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..model.job import PriorityClass
 from .decisions import Reason
+from ..model.team import Quota
 from .snapshot import AdmittedAs, JobRequest, RunningJob, TeamState
 
 
@@ -33,6 +35,8 @@ class Verdict:
     reason: Reason | None = None
     message: str = ""
     reclaim: bool = False
+    #: How many borrowed units the cohort must give back before a nominal admission fits (0: none).
+    deficit: int = 0
 
 
 class QuotaLedger:
@@ -45,6 +49,7 @@ class QuotaLedger:
         self.members: dict[str, list[str]] = {}
         #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
         self.version: dict[str, int] = {}
+        self._extra_cache: dict[tuple[int, str, str], tuple[int, Mapping[tuple[str, str], int], int]] = {}
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -69,16 +74,18 @@ class QuotaLedger:
         lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
         return max(0, min(lendable, quota.nominal - usage)), max(0, usage - quota.nominal)
 
-    def _change(self, team: str, flavour: str, delta: int) -> None:
+    def _change(self, team: str, flavour: str, delta: int, bump: bool = True) -> None:
         key = (team, flavour)
         before = self.usage.get(key, 0)
         after = before + delta
         self.usage[key] = after
-        self.version[team] = self.version.get(team, 0) + 1
         state = self.teams.get(team)
+        if bump:
+            self.version[team] = self.version.get(team, 0) + 1
+            if state is not None:
+                self.version["cohort:" + state.cohort] = self.version.get("cohort:" + state.cohort, 0) + 1
         if state is None:
             return
-        self.version["cohort:" + state.cohort] = self.version.get("cohort:" + state.cohort, 0) + 1
         offer0, borrow0 = self.terms(team, flavour, before)
         offer1, borrow1 = self.terms(team, flavour, after)
         pkey = (state.cohort, flavour)
@@ -91,6 +98,17 @@ class QuotaLedger:
     def remove(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         if admitted_as is not AdmittedAs.SCAVENGER:
             self._change(request.team, flavour, -request.units)
+
+    def hold(self, held: list[tuple[str, str, int]]) -> Callable[[], None]:
+        """Count reserved jobs' units as used (for a job that would still run when they start); returns the
+        undo. Versions do not move: a reservation only ever makes quota tighter."""
+        for team, flavour, units in held:
+            self._change(team, flavour, units, bump=False)
+
+        def undo() -> None:
+            for team, flavour, units in held:
+                self._change(team, flavour, -units, bump=False)
+        return undo
 
     def pool_after(self, team: str, flavour: str, units: int) -> int:
         """The cohort's pool if ``team`` took ``units`` more of ``flavour``."""
@@ -114,8 +132,37 @@ class QuotaLedger:
     def reclaim_met(self, request: JobRequest, flavour: str, target: int) -> bool:
         return self.pool_after(request.team, flavour, request.units) >= target
 
-    def verdict(self, request: JobRequest, flavour: str) -> Verdict:
-        """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour)."""
+    def _extra_pool(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
+        """How the cohort's pool moves if the teams in ``extra`` used that many more units (memoised until
+        the cohort's usage changes; ``extra`` mappings live for the whole cycle)."""
+        key = (id(extra), cohort, flavour)
+        version = self.version.get("cohort:" + cohort, 0)
+        hit = self._extra_cache.get(key)
+        if hit is not None and hit[0] == version and hit[1] is extra:
+            return hit[2]
+        delta = self._extra_delta(cohort, flavour, extra)
+        self._extra_cache[key] = (version, extra, delta)
+        return delta
+
+    def _extra_delta(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
+        delta = 0
+        for (team, f), units in extra.items():
+            state = self.teams.get(team)
+            if f != flavour or state is None or state.cohort != cohort:
+                continue
+            usage = self.usage.get((team, f), 0)
+            offer0, borrow0 = self.terms(team, f, usage)
+            offer1, borrow1 = self.terms(team, f, usage + units)
+            delta += (offer1 - borrow1) - (offer0 - borrow0)
+        return delta
+
+    def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
+                nominal_only: frozenset[tuple[str, str]] = frozenset()) -> Verdict:
+        """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour).
+
+        ``extra``: units that reserved jobs will use when this one would still run, per (team, flavour);
+        ``nominal_only``: (team, flavour) where such a reserved job can run only within nominal quota
+        (non-preemptible), so this one may not take the team above nominal either."""
         state = self.teams.get(request.team)
         if state is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} is not configured")
@@ -124,24 +171,34 @@ class QuotaLedger:
         quota = state.quotas.get(flavour)
         if quota is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} has no quota of {flavour}")
-        usage = self.usage.get((request.team, flavour), 0)
+        key = (request.team, flavour)
+        usage = self.usage.get(key, 0)
+        pool = self.pool.get((state.cohort, flavour), 0)
+        if extra:
+            usage += extra.get(key, 0)
+            pool += self._extra_pool(state.cohort, flavour, extra)
         after = usage + request.units
+        offer0, borrow0 = self.terms(request.team, flavour, usage)
+        offer1, borrow1 = self.terms(request.team, flavour, after)
+        pool_after = pool + (offer1 - borrow1) - (offer0 - borrow0)
         if after <= quota.nominal:
-            pool = self.pool.get((state.cohort, flavour), 0)
-            return Verdict(AdmittedAs.NOMINAL, reclaim=self.pool_after(request.team, flavour, request.units)
-                           < min(0, pool))
+            deficit = min(0, pool) - pool_after
+            return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not request.preemptible:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"non-preemptible work runs only within nominal quota: {usage} of {quota.nominal} "
                            f"{flavour} in use, needs {request.units}")
+        if key in nominal_only:
+            return Verdict(None, Reason.QUOTA_FULL,
+                           f"the team's nominal {flavour} quota is reserved for a non-preemptible job that starts "
+                           f"before this one would end")
         borrowed = after - quota.nominal
         if quota.borrowing_limit is not None and borrowed > quota.borrowing_limit:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
                            f"borrowing limit; needs {request.units} more")
-        if self.pool_after(request.team, flavour, request.units) < 0:
-            offer, borrowing = self.terms(request.team, flavour, usage)
-            room = max(0, self.pool.get((state.cohort, flavour), 0) - offer + borrowing)
+        if pool_after < 0:
+            room = max(0, pool - offer0 + borrow0)
             return Verdict(None, Reason.COHORT_FULL,
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
                            f"now")
@@ -159,55 +216,148 @@ class QuotaClock:
         self.ledger = ledger
         self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
         for end, team, flavour, units in holdings:
-            state = ledger.teams.get(team)
-            cohort = state.cohort if state else "team:" + team
-            self.ends.setdefault((cohort, flavour), []).append((end, team, units))
+            self.ends.setdefault(self._key(team, flavour), []).append((end, team, units))
         for rows in self.ends.values():
             rows.sort()
-        self._cache: dict[tuple[str, str, int, Reason, bool], float | None] = {}
+        self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
+        self._generation: dict[tuple[str, str], int] = {}
+        self._replays: dict[tuple[str, str], _Replay] = {}
+        self.extra: dict[tuple[str, str], int] = {}
+
+    def _key(self, team: str, flavour: str) -> tuple[str, str]:
+        state = self.ledger.teams.get(team)
+        return (state.cohort if state else "team:" + team, flavour)
+
+    def add(self, end: float, team: str, flavour: str, units: int) -> None:
+        """Something new holds quota until ``end`` (an admission later in the cycle)."""
+        key = self._key(team, flavour)
+        insort(self.ends.setdefault(key, []), (end, team, units))
+        self._generation[key] = self._generation.get(key, 0) + 1
+
+    def reserve(self, end: float, team: str, flavour: str, units: int) -> None:
+        """A reservation holds quota from now (no holes, like its nodes) until ``end``."""
+        self.extra[(team, flavour)] = self.extra.get((team, flavour), 0) + units
+        self.add(end, team, flavour, units)
 
     def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
         """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
         key = (request.team, flavour, request.units, reason, request.preemptible)
-        if key not in self._cache:
-            self._cache[key] = self._free_at(request, flavour, reason)
-        return self._cache[key]
+        generation = self._generation.get(self._key(request.team, flavour), 0)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        value = self._free_at(request, flavour, reason)
+        self._cache[key] = (generation, value)
+        return value
 
     def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        ledger = self.ledger
-        state = ledger.teams.get(request.team)
+        state = self.ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
         if reason is Reason.QUOTA_FULL:
             limit = quota.nominal if not request.preemptible else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
-            if limit is None or request.units > limit:
+            if limit is not None and request.units > limit:
                 return None
-        usage = {team: ledger.usage.get((team, flavour), 0) for team in ledger.members.get(state.cohort, [])}
-        usage.setdefault(request.team, ledger.usage.get((request.team, flavour), 0))
-        pool = ledger.pool.get((state.cohort, flavour), 0)
+        key = (state.cohort, flavour)
+        generation = self._generation.get(key, 0)
+        replay = self._replays.get(key)
+        if replay is None or replay.generation != generation:
+            members = self.ledger.members.get(state.cohort, [])
+            usage = {team: self.ledger.usage.get((team, flavour), 0) + self.extra.get((team, flavour), 0)
+                     for team in members}
+            replay = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []), generation)
+            self._replays[key] = replay
+        return replay.earliest(request, quota)
 
-        def fits() -> bool:
-            after = usage[request.team] + request.units
+
+class _Replay:
+    """One cohort's quota of one flavour as its holdings end, one end after another.
+
+    Usage only falls along the way, so "does this job fit quota after the k-th end" is monotone in k: a
+    galloping search finds the first such k, and the replay is extended only as far as questions reach."""
+
+    def __init__(self, ledger: QuotaLedger, flavour: str, members: list[str], usage: dict[str, int],
+                 ends: list[tuple[float, str, int]], generation: int) -> None:
+        self.generation = generation
+        self.ends = ends
+        self.times = [end for end, _, _ in ends]
+        self.terms: dict[str, tuple[int, int] | None] = {}
+        for team in members:
+            state = ledger.teams.get(team)
+            quota = state.quotas.get(flavour) if state else None
+            self.terms[team] = None if quota is None else (
+                quota.nominal, quota.nominal if quota.lending_limit is None else quota.lending_limit)
+        self.current = dict(usage)
+        self.pool = [sum(self._net(team, usage[team]) for team in members)]
+        self.steps: dict[str, tuple[list[int], list[int]]] = {team: ([0], [used]) for team, used in usage.items()}
+
+    def _net(self, team: str, usage: int) -> int:
+        """What ``team`` adds to the pool at ``usage``: its offer minus its borrowing."""
+        terms = self.terms.get(team)
+        if terms is None:
+            return -usage
+        nominal, lendable = terms
+        spare = nominal - usage
+        return min(lendable, spare) if spare > 0 else spare
+
+    def _extend(self, k: int) -> None:
+        pool = self.pool[-1]
+        current, steps, terms, ends = self.current, self.steps, self.terms, self.ends
+        append = self.pool.append
+        for index in range(len(self.pool), min(k, len(ends)) + 1):
+            _, team, units = ends[index - 1]
+            if team in terms:
+                before = current[team]
+                after = before - units
+                current[team] = after
+                quota = terms[team]
+                if quota is None:
+                    pool += units
+                else:
+                    nominal, lendable = quota
+                    spare0, spare1 = nominal - before, nominal - after
+                    pool += ((min(lendable, spare1) if spare1 > 0 else spare1)
+                             - (min(lendable, spare0) if spare0 > 0 else spare0))
+                ks, values = steps[team]
+                ks.append(index)
+                values.append(after)
+            append(pool)
+
+    def _usage(self, team: str, k: int) -> int:
+        ks, values = self.steps.get(team, ([0], [0]))
+        return values[bisect_right(ks, k) - 1]
+
+    def earliest(self, request: JobRequest, quota: Quota) -> float | None:
+        team = request.team
+
+        def fits(k: int) -> bool:
+            self._extend(k)
+            used = self._usage(team, k)
+            after = used + request.units
             if after <= quota.nominal:
                 return True
             if not request.preemptible:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
                 return False
-            offer0, borrow0 = ledger.terms(request.team, flavour, usage[request.team])
-            offer1, borrow1 = ledger.terms(request.team, flavour, after)
-            return pool + (offer1 - borrow1) - (offer0 - borrow0) >= 0
+            return self.pool[k] - self._net(team, used) + self._net(team, after) >= 0
 
-        if fits():
+        n = len(self.times)
+        if fits(0):
             return -math.inf
-        for end, team, units in self.ends.get((state.cohort, flavour), []):
-            before = usage.get(team, 0)
-            offer0, borrow0 = ledger.terms(team, flavour, before)
-            offer1, borrow1 = ledger.terms(team, flavour, before - units)
-            pool += (offer1 - borrow1) - (offer0 - borrow0)
-            usage[team] = before - units
-            if fits():
-                return end
-        return None
+        low, high = 0, 1                  # not fits(low); gallop until fits(high)
+        while high < n and not fits(high):
+            low, high = high, min(2 * high, n)
+        if high >= n:
+            high = n
+            if not fits(n):
+                return None
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fits(mid):
+                high = mid
+            else:
+                low = mid
+        return self.times[high - 1]

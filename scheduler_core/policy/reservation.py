@@ -97,6 +97,8 @@ class Timeline:
             flavour: [None] * len(pool.cap) for flavour, pool in cap.pools.items()}
         self._kth_cache: dict[tuple[str, int], tuple[list[float], list[tuple[float, int]]]] = {}
         self._whole: dict[str, _WholeNodes] = {}
+        #: (flavour, node) → unit → when the earliest booking on that unit starts.
+        self.booked: dict[tuple[str, int], dict[int, float]] = {}
         for job in running:
             times = self.times.get(job.placement.flavour)
             if times is None:
@@ -114,18 +116,34 @@ class Timeline:
     # -- updates -----------------------------------------------------------------------------------------------
 
     def set_until(self, request: JobRequest, placement: Placement, until: float, *, extend: bool = False) -> None:
-        """The units of ``placement`` are busy until ``until``: a job leaving early (``extend=False``, the new
-        time replaces the old) or a job admitted now (``extend=True``: a booking already planned on a unit it
-        backfills stays, since the job ends before that booking starts)."""
-        times = self.times.get(placement.flavour)
+        """The units of ``placement`` are busy until ``until``: a job leaving early (``extend=False``: the new
+        time replaces the old) or a job admitted now (``extend=True``). A job admitted now may take a unit a
+        booking planned to use only if it ends first or the node can spare another unit free by the booking's
+        start (the hold's slack); then the booking moves to that unit, so the plan never counts one unit
+        twice."""
+        flavour = placement.flavour
+        times = self.times.get(flavour)
         if times is None:
             return
         for i, j, bits in self.cap.pod_bits(placement):
             row = times[j]
-            for unit in range(len(row)):
-                if bits >> unit & 1:
-                    row[unit] = max(row[unit], until) if extend else until
-            self._touch(placement.flavour, j)
+            taken = [unit for unit in range(len(row)) if bits >> unit & 1]
+            booked = self.booked.get((flavour, j))
+            for unit in taken:
+                if not extend:
+                    row[unit] = until
+                    continue
+                start = booked.get(unit) if booked else None
+                if booked is not None and start is not None and until > start:
+                    spare = [v for v in range(len(row)) if v not in booked and v not in taken and row[v] <= start]
+                    if spare:
+                        v = max(spare, key=lambda u: (row[u], u))
+                        row[v] = row[unit]
+                        booked[v] = booked.pop(unit)
+                        row[unit] = until
+                        continue
+                row[unit] = max(row[unit], until)
+            self._touch(flavour, j)
 
     def book(self, slot: Slot, duration: float) -> None:
         """Plan the slot's units as busy from its start for ``duration`` (no holes before it)."""
@@ -134,8 +152,10 @@ class Timeline:
         touched = set()
         for j, units in slot.pods:
             row = times[j]
+            booked = self.booked.setdefault((slot.flavour, j), {})
             for unit in units:
                 row[unit] = max(row[unit], end)
+                booked[unit] = min(booked.get(unit, slot.start), slot.start)
             touched.add(j)
         for j in touched:
             self._touch(slot.flavour, j)

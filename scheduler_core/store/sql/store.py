@@ -72,7 +72,7 @@ class _Taken(Container[str]):
         self._conn = conn
 
     def __contains__(self, job_id: object) -> bool:
-        return self._conn.execute(select(jobs.c.seq).where(jobs.c.id == job_id)).first() is not None
+        return self._conn.execute(_ID_TAKEN, {"id": job_id}).first() is not None
 
 
 _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
@@ -81,6 +81,11 @@ _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
 _INSERT_EVENT = insert(events)
 _JOB_SELECT = select(jobs, *_CK).select_from(
     jobs.outerjoin(checkpoints, jobs.c.last_checkpoint_id == checkpoints.c.id))
+# The submission path's statements, built once with bound parameters: building a statement per call (``.values``,
+# ``.where`` on a literal) costs more than the SQLite write itself, and submission is the API's hot path.
+_ID_TAKEN = select(jobs.c.seq).where(jobs.c.id == bindparam("id"))
+_JOB_BY_KEY = _JOB_SELECT.where(jobs.c.idempotency_key == bindparam("key"))
+_JOB_INSERT = insert(jobs)
 
 
 class SqlStore(Store, TokenStore):
@@ -169,7 +174,7 @@ class SqlStore(Store, TokenStore):
 
         def run(conn: Connection) -> JobRecord:
             if idempotency_key is not None:
-                row = conn.execute(_JOB_SELECT.where(jobs.c.idempotency_key == idempotency_key)).first()
+                row = conn.execute(_JOB_BY_KEY, {"key": idempotency_key}).first()
                 if row is not None:
                     first = self._job_record(row)
                     if first.spec != spec:
@@ -178,7 +183,7 @@ class SqlStore(Store, TokenStore):
                     return first
             with self._ids_lock:
                 job_id = self._ids.next(_Taken(conn))
-            conn.execute(insert(jobs).values(
+            conn.execute(_JOB_INSERT, dict(
                 id=job_id, team=spec.team, user_name=user, state=JobState.PENDING.value, spec=spec_json,
                 idempotency_key=idempotency_key, submitted_at=now, queued_at=now, front_of_queue=False,
                 requeue_on_exit=False, restarts=0, infra_restarts=0, preemptions=0, attained_gpu_s=0.0,

@@ -37,17 +37,17 @@ QUOTA = [
          .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
          .pending(make_job("a").pods(1, 8)).build(),
          0.0, [("admit", "a", "borrowed", "b0-n01:0-7")]),
-    Case("borrowing limit reached: QuotaFull, estimated when its own job ends",
+    Case("borrowing limit reached: QuotaFull, reserved from when its own job ends",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(8, 0)).team("search", h100=24)
          .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
          .pending(make_job("a").pods(1, 8)).build(),
-         0.0, [("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+         0.0, [("reserve", "a", "b0-n01", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
     Case("cohort has nothing idle to lend: CohortFull",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(8, 16)).team("search", h100=8)
          .run(make_job("r").pods(1, 8), "b0-n00", started=-4000)
          .run(make_job("s").team("search").pods(1, 8), "b0-n01", started=-3000)
          .pending(make_job("a").pods(1, 8)).build(),
-         0.0, [("wait", "a", "CohortFull", 1, 4 * H - 4000)]),
+         0.0, [("reserve", "a", "b0-n02", 4 * H - 4000), ("wait", "a", "CohortFull", 1, 4 * H - 4000)]),
     Case("lending limit caps what a lender gives: 4 of its idle 16",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=(16, None, 4))
          .pending(make_job("big").pods(1, 8), make_job("small").pods(1, 4).submitted(1)).build(),
@@ -100,7 +100,8 @@ ORDER = [
     Case("bands: nominal-fitting work before older borrowing work",
          lambda: make_snapshot(one_node()).team("fraud", h100=0).team("search", h100=8)
          .pending(make_job("old").submitted(-100), make_job("new").team("search").submitted(-1)).build(),
-         0.0, [("admit", "new", "nominal", "b0-n00:0-7"), ("wait", "old", "CohortFull", 1, 4 * H)]),
+         0.0, [("admit", "new", "nominal", "b0-n00:0-7"), ("reserve", "old", "b0-n00", 4 * H),
+               ("wait", "old", "CohortFull", 1, 4 * H)]),
     Case("DRF: among borrowers, the team with the lower decayed dominant share first",
          lambda: make_snapshot(one_node()).team("fraud", h100=0, decayed={"gpu": 1e7})
          .team("search", h100=0).team("lender", h100=16)
@@ -131,7 +132,8 @@ ORDER = [
                   make_job("big").pods(1, 8).submitted(-350)).build(),
          0.0, [("admit", "hi", "nominal", "b0-n00:0"), ("admit", "starved", "nominal", "b0-n00:1"),
                ("admit", "new", "nominal", "b0-n00:2"), ("admit", "used", "nominal", "b0-n00:3"),
-               ("admit", "low", "nominal", "b0-n00:4"), ("wait", "big", "CohortFull", 1, 4 * H)]),
+               ("admit", "low", "nominal", "b0-n00:4"), ("reserve", "big", "b0-n00", 4 * H),
+               ("wait", "big", "CohortFull", 1, 4 * H)]),
     Case("a preempted job goes back to the front of its team's queue",
          lambda: make_snapshot(one_node()).team("fraud", h100=16)
          .pending(make_job("first").submitted(-100), make_job("victim").submitted(-10).pending(front=True)).build(),

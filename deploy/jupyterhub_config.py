@@ -1,0 +1,75 @@
+"""JupyterHub for Shoal's embedded default (``shoal up``): notebooks on scheduler-granted MIG slices.
+
+``shoal up`` starts JupyterHub with this file and these variables (each has a default, so it also runs alone):
+
+  SHOAL_URL              the Shoal API, reached directly (default http://127.0.0.1:8080)
+  SHOAL_HUB_URL          where users open the hub (default http://127.0.0.1:8000)
+  SHOAL_HUB_API_PORT     the hub's own API port (default 8081); SHOAL_HUB_PROXY_API_PORT, CHP's (default 8001)
+  SHOAL_HUB_STATE        the hub's database, cookie secret and token files (default ~/.shoal/hub)
+  SHOAL_HUB_USERS        users and their teams (default deploy/hub/users.yaml beside this file)
+  SHOAL_HUB_PASSWORD     the demo password every listed user logs in with
+  SHOAL_REAPER_TIMEOUT   idle limit of the reaper (default 1h); SHOAL_REAPER_EVERY, time between sweeps (5m)
+
+Production uses the same spawner and reaper with any JupyterHub authenticator that sets groups (see
+docs/notebooks.md for the Kubernetes config).
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from hub_spawner.reaper import REAPER_SCOPES
+
+c = get_config()  # noqa: F821  (JupyterHub's config loader provides it)
+
+here = Path(__file__).resolve().parent
+shoal_url = os.environ.get("SHOAL_URL", "http://127.0.0.1:8080")
+public_url = os.environ.get("SHOAL_HUB_URL", "http://127.0.0.1:8000")
+state = Path(os.environ.get("SHOAL_HUB_STATE", "~/.shoal/hub")).expanduser()
+state.mkdir(parents=True, exist_ok=True)
+
+# -- the hub, its proxy and its state -------------------------------------------------------------------------------
+c.JupyterHub.bind_url = public_url
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{os.environ.get('SHOAL_HUB_API_PORT', '8081')}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ.get('SHOAL_HUB_PROXY_API_PORT', '8001')}"
+c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
+c.ConfigurableHTTPProxy.should_start = True
+c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+c.JupyterHub.cleanup_servers = True   # stopping the hub stops the notebooks and releases their slices
+
+# -- who logs in: users and their teams from a small file (any authenticator that sets groups works) ----------------
+c.JupyterHub.authenticator_class = "hub_spawner.auth.ShoalLocalAuthenticator"
+c.ShoalLocalAuthenticator.users_file = os.environ.get("SHOAL_HUB_USERS", str(here / "hub" / "users.yaml"))
+c.ShoalLocalAuthenticator.password = os.environ.get("SHOAL_HUB_PASSWORD", "")
+
+# -- notebooks on MIG slices -----------------------------------------------------------------------------------------
+c.JupyterHub.spawner_class = "shoal"
+c.ShoalSpawner.shoal_url = shoal_url
+c.Spawner.default_url = "/lab"
+c.Spawner.http_timeout = 60
+c.Spawner.environment = {"SHOAL_URL": shoal_url}  # %%gpujob and the sweeps use the server's own hub token
+if os.getuid() == 0:
+    c.Spawner.args = ["--allow-root"]
+# The server's token may call Shoal (as its user, for their team) besides the usual activity and access scopes.
+c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", "access:services!service=shoal"]
+
+# -- the scheduler API and the idle reaper, as hub services -----------------------------------------------------------
+c.JupyterHub.services = [
+    {"name": "shoal", "display": False},
+    {
+        "name": "shoal-reaper",
+        "command": [sys.executable, "-m", "hub_spawner.reaper",
+                    "--timeout", os.environ.get("SHOAL_REAPER_TIMEOUT", "1h"),
+                    "--cull-every", os.environ.get("SHOAL_REAPER_EVERY", "5m"),
+                    "--proxy-url", public_url, "--shoal-url", shoal_url],
+    },
+]
+c.JupyterHub.load_roles = [
+    {"name": "user", "scopes": ["self", "access:services!service=shoal"]},
+    {"name": "shoal-reaper", "services": ["shoal-reaper"], "scopes": REAPER_SCOPES},
+]
+
+# -- an operator's (or a test's) additions, loaded last ----------------------------------------------------------------
+if os.environ.get("SHOAL_HUB_EXTRA_CONFIG"):
+    load_subconfig(os.environ["SHOAL_HUB_EXTRA_CONFIG"])  # noqa: F821

@@ -1,0 +1,72 @@
+"""What the spawn page says while a notebook waits for its slice: a pure function of the job's latest view.
+
+JupyterHub shows ``message`` under a progress bar. Waiting is the common case when the pool is full, so the message
+carries all the scheduler knows: the reason, the queue position and the estimated start.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TypedDict
+
+from .scheduler import NotebookJob
+
+#: Plain words for the scheduler's reason codes; its own one-line message follows when it gives one.
+REASON_WORDS = {
+    "QuotaFull": "your team has used all of its quota for this GPU size",
+    "CohortFull": "no idle quota to borrow from other teams right now",
+    "WaitingForCapacity": "every slice of this size is in use",
+    "WaitingForTopology": "no free slice of this shape on one node",
+    "BehindReservation": "slices are reserved for a larger job that starts first",
+    "PreemptingVictims": "making room: other work is being stopped",
+    "NodeUnhealthy": "the free slices are on unhealthy nodes",
+    "InvalidFlavour": "this GPU size is not offered to your team",
+}
+
+
+class ProgressEvent(TypedDict, total=False):
+    progress: int
+    message: str
+    html_message: str
+
+
+def format_wait(seconds: float) -> str:
+    if seconds < 60:
+        return "less than a minute"
+    minutes = int(round(seconds / 60))
+    if minutes < 60:
+        return f"about {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"about {hours} h {minutes:02d} min"
+
+
+def waiting_message(job: NotebookJob, now: float) -> str:
+    parts = ["Waiting for a GPU slice"]
+    if job.queue_position is not None:
+        parts.append(f"position {job.queue_position} in team {job.team}'s queue" if job.team
+                     else f"position {job.queue_position} in the queue")
+    if job.reason:
+        why = REASON_WORDS.get(job.reason, job.reason)
+        detail = f" ({job.reason_message})" if job.reason_message else ""
+        parts.append(f"{job.reason}: {why}{detail}")
+    if job.estimated_start is not None:
+        clock = time.strftime("%H:%M", time.localtime(job.estimated_start))
+        parts.append(f"estimated start {clock} (in {format_wait(max(0.0, job.estimated_start - now))})")
+    else:
+        parts.append("estimated start unknown until a slice frees up")
+    return "; ".join(parts)
+
+
+def progress_event(job: NotebookJob, now: float) -> ProgressEvent:
+    """The spawn page's line for ``job`` as it is now."""
+    if job.pending:
+        return {"progress": 20, "message": waiting_message(job, now)}
+    if job.state == "ADMITTED":
+        where = f" on {job.node}" if job.node else ""
+        devices = f" ({', '.join(job.devices)})" if job.devices else ""
+        return {"progress": 60, "message": f"Slice granted{where}{devices}; starting the notebook server"}
+    if job.state == "RUNNING":
+        return {"progress": 80, "message": "Notebook server running; waiting for it to answer"}
+    if job.finished:
+        return {"progress": 100, "message": f"Notebook job ended ({job.state}): {job.message or 'no message'}"}
+    return {"progress": 90, "message": f"Notebook job is {job.state.lower()}"}

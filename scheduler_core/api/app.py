@@ -1,0 +1,62 @@
+"""Build the tornado ``Application`` of the REST API from its parts (the composition root passes them in)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import tornado.web
+from prometheus_client import CollectorRegistry
+
+from . import handlers as h
+from .auth import Authenticator
+from .logs import PodLogReader
+from .metrics import make_registry
+from .service import ApiService
+
+_JOB = r"(?P<job_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
+_TEAM = r"(?P<team>[^/]+)"
+
+
+def write_threads_for(database_url: str) -> int:
+    """SQLite takes one writer at a time, so more threads would only queue on its lock; PostgreSQL commits
+    concurrently, and a few writers hide its round trips."""
+    return 1 if database_url.startswith("sqlite") else 4
+
+
+def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
+             registry: CollectorRegistry | None = None, logs: PodLogReader | None = None,
+             **settings: Any) -> tornado.web.Application:
+    """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
+    ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).
+    ``registry`` is the Prometheus registry ``/metrics`` serves (default: one with the store's gauges); ``logs``
+    reads pod output for ``/v1/jobs/{id}/logs`` (none: that endpoint answers 404)."""
+    from .openapi import document  # here, so `python -m scheduler_core.api.openapi` runs it exactly once
+
+    ctx = h.ApiContext(
+        service=service, authenticator=authenticator,
+        pool=ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="shoal-api-read"),
+        write_pool=ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="shoal-api-write"),
+        registry=registry or make_registry(service.store), openapi=document(), logs=logs,
+    )
+    args = {"ctx": ctx}
+    routes: list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]] = [
+        (r"/v1/jobs", h.JobsHandler, args),
+        (rf"/v1/jobs/{_JOB}:cancel", h.JobCancelHandler, args),
+        (rf"/v1/jobs/{_JOB}:checkpoint", h.JobCheckpointHandler, args),
+        (rf"/v1/jobs/{_JOB}/logs", h.JobLogsHandler, args),
+        (rf"/v1/jobs/{_JOB}", h.JobHandler, args),
+        (r"/v1/queues", h.QueuesHandler, args),
+        (rf"/v1/queues/{_TEAM}", h.QueueHandler, args),
+        (rf"/v1/teams/{_TEAM}/quota", h.QuotaHandler, args),
+        (r"/v1/nodes", h.NodesHandler, args),
+        (r"/v1/events", h.EventsHandler, args),
+        (r"/v1/usage", h.UsageHandler, args),
+        (r"/v1/whoami", h.WhoAmIHandler, args),
+        (r"/v1/openapi.json", h.OpenApiHandler, args),
+        (r"/healthz", h.HealthHandler, args),
+        (r"/metrics", h.MetricsHandler, args),
+    ]
+    return tornado.web.Application(
+        routes, default_handler_class=h.NotFoundHandler, default_handler_args=args,
+        serve_traceback=False, **settings)

@@ -1,0 +1,302 @@
+"""Tornado handlers: decode the request, authenticate, run the service in a worker thread, encode the answer.
+
+Thin on purpose: who may do what and what is valid live in ``ApiService``; how errors look lives in ``api.errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import date, datetime, time as dtime, timezone
+from typing import Any, TypeVar
+
+import tornado.web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel
+
+from ..auth.tokens import Identity
+from ..errors import NotFound, ShoalError, Unauthorized
+from ..schemas import FINISHED_STATES, LogChunk
+from ..store.records import JobState
+from .auth import Authenticator, bearer_token
+from .errors import BadRequest, error_body, plain_error, status_of
+from .logs import PodLogReader
+from .service import ACTIVE_STATES, ApiService
+
+log = logging.getLogger("shoal.api")
+T = TypeVar("T")
+_MAX_KEY = 255
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    service: ApiService
+    authenticator: Authenticator
+    pool: Executor
+    write_pool: Executor
+    registry: CollectorRegistry
+    openapi: dict[str, Any]
+    logs: PodLogReader | None = None
+
+
+class BaseHandler(tornado.web.RequestHandler):
+    """JSON in, JSON out; every error as ``{"error": {...}}``."""
+
+    ctx: ApiContext
+    identity: Identity
+    requires_auth = True
+
+    def initialize(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+
+    async def prepare(self) -> None:
+        if not self.requires_auth:
+            return
+        token = bearer_token(self.request.headers.get("Authorization"))
+        if token is None:
+            raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>' "
+                               "(create one with 'shoal token create')")
+        identity = await self.ctx.authenticator.authenticate(token)
+        if identity is None:
+            raise Unauthorized("this token is not valid (unknown or revoked)")
+        self.identity = identity
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking service call that only reads in the worker pool, so the event loop keeps serving."""
+        return await asyncio.get_running_loop().run_in_executor(self.ctx.pool, lambda: fn(*args, **kwargs))
+
+    async def call_write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a call that writes in the write pool: one thread for SQLite, whose writers would otherwise queue
+        on its file lock by sleeping and retrying (a 2 s tail at a few hundred submissions a second)."""
+        return await asyncio.get_running_loop().run_in_executor(self.ctx.write_pool, lambda: fn(*args, **kwargs))
+
+    def send(self, body: BaseModel, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(body.model_dump_json())
+
+    # -- request parsing ----------------------------------------------------------------------------------------
+    def json_body(self) -> Any:
+        raw = self.request.body
+        if not raw.strip():
+            raise BadRequest("the request body is empty; send the job spec as a JSON object", code="invalid_json")
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+
+    def int_arg(self, name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+        value = self.get_query_argument(name, None)
+        if value is None or value == "":
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            raise BadRequest(f"query parameter {name} must be a whole number, got {value!r}",
+                             fields={name: "expected a whole number"}) from None
+        if number < minimum:
+            raise BadRequest(f"query parameter {name} must be ≥ {minimum}, got {number}",
+                             fields={name: f"must be ≥ {minimum}"})
+        return number
+
+    def time_arg(self, name: str) -> float | None:
+        """An ISO-8601 date or date-time (UTC when no offset is given) as epoch seconds."""
+        value = self.get_query_argument(name, None)
+        if value is None or value == "":
+            return None
+        return parse_time(value, name)
+
+    def states_arg(self) -> tuple[JobState, ...]:
+        value = self.get_query_argument("state", None)
+        if value is None or value == "":
+            return ACTIVE_STATES
+        if value.lower() == "all":
+            return tuple(JobState)
+        states = []
+        for part in value.split(","):
+            try:
+                states.append(JobState(part.strip().upper()))
+            except ValueError:
+                raise BadRequest(f"unknown job state {part.strip()!r}; use one or more of "
+                                 f"{', '.join(s.value for s in JobState)}, or 'all'",
+                                 fields={"state": f"unknown state {part.strip()!r}"}) from None
+        return tuple(states)
+
+    # -- errors -------------------------------------------------------------------------------------------------
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc_info = kwargs.get("exc_info")
+        error = exc_info[1] if exc_info else None
+        if isinstance(error, ShoalError):
+            self.set_status(status_of(error))
+            if isinstance(error, Unauthorized):
+                self.set_header("WWW-Authenticate", 'Bearer realm="shoal"')
+            body = error_body(error)
+        elif isinstance(error, tornado.web.HTTPError) and status_code < 500:
+            body = plain_error(_HTTP_CODES.get(status_code, "bad_request"),
+                               error.log_message or self._reason or "bad request")
+        else:
+            body = plain_error("internal", "internal error; the server log has the details")
+        self.set_header("Content-Type", "application/json")
+        self.finish(body.model_dump_json())
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, ShoalError):
+            log.info("%s %s -> %s: %s", self.request.method, self.request.uri, value.code, value)
+            return
+        super().log_exception(typ, value, tb)
+
+
+_HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+
+
+def parse_time(value: str, name: str) -> float:
+    try:
+        if len(value) == 10:
+            moment = datetime.combine(date.fromisoformat(value), dtime(0), tzinfo=timezone.utc)
+        else:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise BadRequest(f"query parameter {name} must be an ISO-8601 date or time such as 2026-10-27 or "
+                         f"2026-10-27T14:20:00Z, got {value!r}", fields={name: "expected an ISO-8601 date or time"}
+                         ) from None
+    return moment.timestamp()
+
+
+class JobsHandler(BaseHandler):
+    async def post(self) -> None:
+        key = self.request.headers.get("Idempotency-Key")
+        if key is not None and not (0 < len(key) <= _MAX_KEY and key.isprintable()):
+            raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable characters",
+                             fields={"Idempotency-Key": "1–255 printable characters"})
+        payload = self.json_body()
+        reply = await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key)
+        self.set_header("Location", f"/v1/jobs/{reply.job_id}")
+        self.send(reply, 202)
+
+
+class JobHandler(BaseHandler):
+    async def get(self, job_id: str) -> None:
+        self.send(await self.call(self.ctx.service.job, self.identity, job_id))
+
+
+class JobLogsHandler(BaseHandler):
+    """What one pod printed, from ``offset`` on. The job's state is read first: ``eof`` is only claimed for output
+    read after the job was seen finished, so a follower never stops before the last line."""
+
+    async def get(self, job_id: str) -> None:
+        view = await self.call(self.ctx.service.job, self.identity, job_id)
+        rank = self.int_arg("rank", 0)
+        offset = self.int_arg("offset", 0)
+        assert rank is not None and offset is not None
+        if rank >= view.spec.pods:
+            raise BadRequest(f"job {job_id} has ranks 0 to {view.spec.pods - 1}, not {rank}",
+                             fields={"rank": f"must be below {view.spec.pods}"})
+        if self.ctx.logs is None:
+            raise NotFound("this scheduler's executor keeps no pod logs it can serve")
+        read = await self.call(self.ctx.logs.read, job_id, rank, offset)
+        self.send(LogChunk(job_id=job_id, rank=rank, attempt=read.attempt, offset=offset,
+                           next_offset=read.next_offset, text=read.text,
+                           eof=view.state in FINISHED_STATES and read.at_end))
+
+
+class JobCancelHandler(BaseHandler):
+    async def post(self, job_id: str) -> None:
+        """An optional body ``{"reason": "..."}`` says why (at most 500 characters); it is kept with the job."""
+        reason = ""
+        if self.request.body.strip():
+            body = self.json_body()
+            value = body.get("reason", "") if isinstance(body, dict) else None
+            if not isinstance(value, str) or len(value) > 500:
+                raise BadRequest("the cancel body is {\"reason\": \"...\"} with at most 500 characters",
+                                 fields={"reason": "a string of at most 500 characters"})
+            reason = value.strip()
+        self.send(await self.call_write(self.ctx.service.cancel, self.identity, job_id, reason), 202)
+
+
+class JobCheckpointHandler(BaseHandler):
+    async def post(self, job_id: str) -> None:
+        self.send(await self.call_write(self.ctx.service.checkpoint, self.identity, job_id), 202)
+
+
+class QueuesHandler(BaseHandler):
+    async def get(self) -> None:
+        self.send(await self.call(self.ctx.service.queues, self.identity, self.states_arg()))
+
+
+class QueueHandler(BaseHandler):
+    async def get(self, team: str) -> None:
+        self.send(await self.call(self.ctx.service.queue, self.identity, team, self.states_arg()))
+
+
+class QuotaHandler(BaseHandler):
+    async def get(self, team: str) -> None:
+        self.send(await self.call(self.ctx.service.quota, self.identity, team))
+
+
+class NodesHandler(BaseHandler):
+    async def get(self) -> None:
+        self.send(await self.call(self.ctx.service.nodes, self.identity))
+
+
+class EventsHandler(BaseHandler):
+    async def get(self) -> None:
+        job_id = self.get_query_argument("job_id", None) or None
+        after = self.int_arg("after")
+        limit = self.int_arg("limit", 100, minimum=1)
+        assert limit is not None
+        self.send(await self.call(self.ctx.service.events, self.identity, job_id=job_id, after=after, limit=limit))
+
+
+class UsageHandler(BaseHandler):
+    async def get(self) -> None:
+        team = self.get_query_argument("team", None) or None
+        since, until = self.time_arg("since"), self.time_arg("until")
+        if since is not None and until is not None and until <= since:
+            raise BadRequest("until must be after since", fields={"until": "must be after since"})
+        self.send(await self.call(self.ctx.service.usage, self.identity, team=team, since=since, until=until))
+
+
+class WhoAmIHandler(BaseHandler):
+    async def get(self) -> None:
+        self.send(self.ctx.service.whoami(self.identity))
+
+
+class OpenApiHandler(BaseHandler):
+    requires_auth = False
+
+    def get(self) -> None:
+        self.finish(json.dumps(self.ctx.openapi))
+
+
+class HealthHandler(BaseHandler):
+    requires_auth = False
+
+    def get(self) -> None:
+        self.finish('{"ok": true}')
+
+
+class MetricsHandler(BaseHandler):
+    """Prometheus scrapes without a token, as is usual; the gauges hold no team's secrets."""
+
+    requires_auth = False
+
+    async def get(self) -> None:
+        payload = await self.call(generate_latest, self.ctx.registry)
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(payload)
+
+
+class NotFoundHandler(BaseHandler):
+    requires_auth = False
+
+    def prepare(self) -> None:  # type: ignore[override]
+        raise tornado.web.HTTPError(404, f"no such endpoint: {self.request.method} {self.request.path}")

@@ -1,0 +1,146 @@
+"""The OpenAPI 3.1 document of the API, generated from the pydantic bodies in ``scheduler_core.schemas``.
+
+``python -m scheduler_core.api.openapi`` rewrites ``docs/openapi.json``; a test fails when the file is stale, so the
+document cannot drift from the code. The server also serves it at ``/v1/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from .. import __version__
+from ..model.job import JobSpec
+from ..schemas import (ErrorResponse, EventList, JobView, LogChunk, NodeList, QueueList, QueueView, QuotaView, SubmitResponse,
+                       UsageReport, WhoAmI)
+
+_REF = "#/components/schemas/{model}"
+Method = Literal["get", "post"]
+
+_ERRORS: dict[int, str] = {
+    400: "malformed request: body not JSON, bad query parameter or header",
+    401: "missing or invalid bearer token",
+    403: "the token's user may not act on this team or job",
+    404: "no such job, team or endpoint",
+    409: "conflicts with the current state (repeated Idempotency-Key with another body; job already ended)",
+    422: "well-formed but invalid: field-level messages in error.fields",
+}
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+def _path(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description, "schema": {"type": "string"}}
+
+
+_JOB_ID = _path("job_id", "a job id such as job_8c41a2")
+_TEAM = _path("team", "a team name")
+_STATE = _query("state", "comma-separated job states, or 'all' (default: every state not finished)",
+                {"type": "string", "examples": ["PENDING", "PENDING,RUNNING", "all"]})
+
+#: (path, method, summary, parameters, request body, success status, response body, error statuses)
+_ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | None, int, type[BaseModel],
+                    tuple[int, ...]]] = [
+    ("/v1/jobs", "post", "Submit a job; it waits in its team's queue",
+     [{"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 255},
+       "description": "the same key with the same body returns the first job; with another body, 409"}],
+     JobSpec, 202, SubmitResponse, (400, 401, 403, 409, 422)),
+    ("/v1/jobs/{job_id}", "get", "A job: state, placement, restarts, last checkpoint, GPU-hours used",
+     [_JOB_ID], None, 200, JobView, (401, 403, 404)),
+    ("/v1/jobs/{job_id}:cancel", "post", "Cancel a job: at once if pending, by signal if running",
+     [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
+    ("/v1/jobs/{job_id}:checkpoint", "post", "Ask a running job to checkpoint now (e.g. before maintenance)",
+     [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
+    ("/v1/jobs/{job_id}/logs", "get", "What one pod printed (its latest attempt), read on from a byte offset",
+     [_JOB_ID, _query("rank", "the pod's rank (default 0)", {"type": "integer", "minimum": 0}),
+      _query("offset", "byte offset to read from; pass the last answer's next_offset", {"type": "integer",
+                                                                                       "minimum": 0})],
+     None, 200, LogChunk, (400, 401, 403, 404)),
+    ("/v1/queues", "get", "Every queue the caller may read (their team's; all for an admin)",
+     [_STATE], None, 200, QueueList, (400, 401)),
+    ("/v1/queues/{team}", "get", "A team's queue with position, reason and estimated start",
+     [_TEAM, _STATE], None, 200, QueueView, (400, 401, 403, 404)),
+    ("/v1/teams/{team}/quota", "get", "Nominal, borrowed, lent and fair-share value per flavour",
+     [_TEAM], None, 200, QuotaView, (401, 403, 404)),
+    ("/v1/nodes", "get", "Nodes: health, capacity, allocated and free units", [], None, 200, NodeList, (401,)),
+    ("/v1/events", "get", "Decisions and observations, oldest first, paged with ?after=",
+     [_query("job_id", "only this job's events", {"type": "string"}),
+      _query("after", "events after this id", {"type": "integer", "minimum": 0}),
+      _query("limit", "at most this many (1–1000, default 100)", {"type": "integer", "minimum": 1})],
+     None, 200, EventList, (400, 401, 403, 404)),
+    ("/v1/usage", "get", "GPU-seconds by day, team, flavour, nominal vs borrowed, and normalised by speed",
+     [_query("team", "one team (default: the caller's; all teams for an admin)", {"type": "string"}),
+      _query("since", "ISO-8601 date or time (UTC unless an offset is given)", {"type": "string"}),
+      _query("until", "ISO-8601 date or time (default: now)", {"type": "string"})],
+     None, 200, UsageReport, (400, 401, 403, 404)),
+    ("/v1/whoami", "get", "The caller's user, team and admin flag", [], None, 200, WhoAmI, (401,)),
+]
+
+
+def document() -> dict[str, Any]:
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ErrorResponse, "serialization")]
+    for *_, request, _, response, _ in _ROUTES:
+        if request is not None:
+            models.append((request, "validation"))
+        models.append((response, "serialization"))
+    refs, schema = models_json_schema(list(dict.fromkeys(models)), ref_template=_REF)
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, summary, parameters, request, status, response, errors in _ROUTES:
+        operation: dict[str, Any] = {
+            "summary": summary,
+            "operationId": f"{method}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '')}"
+                           .replace(":", "_"),
+            "parameters": parameters,
+            "responses": {
+                str(status): {"description": "OK" if status == 200 else "Accepted",
+                              "content": {"application/json": {"schema": refs[(response, "serialization")]}}},
+                **{str(code): {"description": _ERRORS[code],
+                               "content": {"application/json": {"schema": refs[(ErrorResponse, "serialization")]}}}
+                   for code in errors},
+            },
+        }
+        if request is not None:
+            operation["requestBody"] = {"required": True, "content": {
+                "application/json": {"schema": refs[(request, "validation")]}}}
+        paths.setdefault(path, {})[method] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Shoal scheduler API", "version": __version__,
+                 "description": "Submit and follow gang jobs on a shared GPU cluster. Authenticate with "
+                                "'Authorization: Bearer <token>'. Errors are {\"error\": {\"code\", \"message\", "
+                                "\"fields\"}}. Times are ISO-8601 UTC."},
+        "components": {
+            "schemas": schema.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+    }
+
+
+def render() -> str:
+    return json.dumps(document(), indent=2, sort_keys=True) + "\n"
+
+
+def default_path() -> Path:
+    return Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    target = Path(args[0]) if args else default_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render())
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""A user in headless Chromium (Debian's ``chromium``, driven by Playwright): log in, pick a profile, watch the
+spawn page wait for a slice, land in JupyterLab. A screenshot of each step goes to ``test-output/browser/``."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import PASSWORD, Stack
+from .stack import ROOT, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.hub, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = ROOT / "test-output" / "browser"
+
+
+@pytest.fixture
+def page() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is not installed: run `make test` (tests/services/system-deps.sh)")
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+def _shot(page: object, name: str) -> Path:
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+    print(f"screenshot: {path}")
+    return path
+
+
+def _fill_pool(stack: Stack, *users: str) -> None:
+    for user in users:
+        stack.hub.login(user).close()
+        assert stack.hub.spawn(user, profile="mig-3g").status_code in (201, 202)
+    for user in users:
+        stack.hub.wait_ready(user, timeout=90)
+
+
+def test_log_in_pick_a_profile_wait_for_a_slice_and_land_in_jupyterlab(stack: Stack, page: object) -> None:
+    p = page  # playwright's Page
+    _fill_pool(stack, "alice", "erin")
+
+    p.goto(f"{stack.hub.url}/hub/login")  # type: ignore[attr-defined]
+    p.fill("#username_input", "dave")  # type: ignore[attr-defined]
+    p.fill("#password_input", PASSWORD)  # type: ignore[attr-defined]
+    _shot(p, "1-login")
+    p.click("#login_submit")  # type: ignore[attr-defined]
+
+    p.goto(f"{stack.hub.url}/hub/spawn")  # type: ignore[attr-defined]
+    p.wait_for_selector("#shoal-profiles")  # type: ignore[attr-defined]
+    p.check("#profile-mig-3g")  # type: ignore[attr-defined]
+    _shot(p, "2-profile")
+    p.click("input[type=submit], button[type=submit]")  # type: ignore[attr-defined]
+
+    message = p.wait_for_selector("#progress-message:has-text('Waiting for a GPU slice')",  # type: ignore[attr-defined]
+                                  timeout=60_000)
+    text = message.inner_text()
+    assert "position 1 in team search's queue" in text, text
+    _shot(p, "3-waiting")
+
+    assert stack.hub.stop_server("erin").status_code in (202, 204)  # a slice frees up
+    p.wait_for_url("**/user/dave/lab**", timeout=90_000)  # type: ignore[attr-defined]
+    p.wait_for_selector(".jp-LabShell", timeout=90_000)  # type: ignore[attr-defined]
+    _shot(p, "4-jupyterlab")
+
+    # A second start with a free slice: how long from pressing Start to JupyterLab, as a new user would feel it.
+    assert stack.hub.stop_server("dave").status_code in (202, 204)
+    wait_for(lambda: stack.hub.server("dave") is None, timeout=60, what="dave's server stopped")
+    p.goto(f"{stack.hub.url}/hub/spawn")  # type: ignore[attr-defined]
+    p.wait_for_selector("#shoal-profiles")  # type: ignore[attr-defined]
+    started = time.monotonic()
+    p.click("input[type=submit], button[type=submit]")  # type: ignore[attr-defined]
+    p.wait_for_selector(".jp-LabShell", timeout=90_000)  # type: ignore[attr-defined]
+    seconds = time.monotonic() - started
+    _shot(p, "5-jupyterlab-again")
+    print(f"spawn → JupyterLab on a free slice: {seconds:.1f} s")
+    (SHOTS / "spawn-seconds.txt").write_text(f"{seconds:.2f}\n")
+
+    for user in ("alice", "dave"):
+        stack.hub.stop_server(user)
+    wait_for(lambda: stack.hub.server("alice") is None and stack.hub.server("dave") is None, timeout=60,
+             what="servers stopped")

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .harness import Harness, running_harness
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    """The API over a ``MemoryStore``; modules that mark ``parametrize("api", ["memory", "sqlite"],
+    indirect=True)`` run over the SQL store too."""
+    yield from running_harness(getattr(request, "param", "memory"), tmp_path)

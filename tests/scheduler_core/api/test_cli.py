@@ -1,0 +1,258 @@
+"""The ``shoal`` commands a user types, against a real API server; and the operator's commands on a real SQL store.
+
+Each mistake must exit 2 with one ``shoal: error:`` line, and store nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler_core.cli.main import main
+from scheduler_core.cli.state import open_state
+from scheduler_core.model import Health
+from scheduler_core.policy.decisions import Reason
+from scheduler_core.store.records import JobState
+from scheduler_core.store.sql import SqlStore
+
+from ..runtime_builders import cluster_nodes, make_spec, team_configs, whole_nodes
+from .harness import T0, Harness
+
+
+@pytest.fixture
+def shoal(api: Harness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[Shoal]:
+    monkeypatch.setenv("SHOAL_URL", api.url)
+    monkeypatch.setenv("SHOAL_TOKEN", api.users["alice"])
+    yield Shoal(capsys)
+
+
+class Shoal:
+    """Run ``shoal ARGS`` in process; returns (exit code, stdout, stderr)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        self._capsys.readouterr()
+        code = main(list(args))
+        out, err = self._capsys.readouterr()
+        return code, out, err
+
+
+def test_submit_a_yaml_file(api: Harness, shoal: Shoal, tmp_path: Path) -> None:
+    job_file = tmp_path / "gang.yaml"
+    job_file.write_text("name: gang\nflavour: h100\npods: 2\ngpus_per_pod: 8\ntime_limit: 2h\n"
+                        "command: [python, train.py]\n")
+
+    code, out, err = shoal("submit", str(job_file))
+
+    assert (code, err) == (0, "")
+    [job] = api.store.list_jobs()
+    assert (job.spec.name, job.spec.team, job.spec.pods, job.spec.time_limit) == ("gang", "fraud-ml", 2, 7200)
+    assert f"Submitted job {job.id} to fraud-ml's queue (PENDING)." in out
+
+
+def test_submit_with_flags_and_a_command(api: Harness, shoal: Shoal) -> None:
+    code, out, _ = shoal("submit", "--pods", "2", "--gpus", "4", "--time", "30m", "--env", "LR=0.1",
+                         "--topology", "required:block", "--json", "--", "python", "train.py", "--lr", "0.1")
+
+    assert code == 0
+    [job] = api.store.list_jobs()
+    assert json.loads(out)["job_id"] == job.id
+    spec = job.spec
+    assert (spec.name, spec.pods, spec.gpus_per_pod, spec.time_limit, spec.env) == ("train", 2, 4, 1800, {"LR": "0.1"})
+    assert spec.command == ("python", "train.py", "--lr", "0.1")
+    assert spec.topology is not None and spec.topology.required == "block"
+
+
+def test_flags_override_the_file(api: Harness, shoal: Shoal, tmp_path: Path) -> None:
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("name: j\npods: 1\ngpus_per_pod: 8\ncommand: [python, a.py]\n")
+
+    assert shoal("submit", str(job_file), "--pods", "2")[0] == 0
+
+    assert api.store.list_jobs()[0].spec.pods == 2
+
+
+@pytest.mark.parametrize(("content", "args", "words"), [
+    ("name: j\n  bad: indent\n", (), "job.yaml:2: not valid YAML: mapping values are not allowed here"),
+    ("name: j\npods: 0\ngpus_per_pod: 8\ncommand: [x]\n", (), "job.yaml: pods: Input should be greater than"),
+    ("- just\n- a list\n", (), "expected a mapping of job fields"),
+    ("name: j\ncommand: [x]\n", ("--pods", "1250", "--gpus", "8"), "pods: Input should be less than or equal to 1024"),
+    ("name: j\ncommand: [x]\n", ("--pods", "1000", "--gpus", "8"), "this job can never run here: pods:"),
+    ("name: j\ncommand: [x]\n", ("--flavour", "h200"), "unknown flavour 'h200'"),
+    ("name: j\ncommand: [x]\n", ("--team", "search"), "may not submit jobs for team 'search'"),
+    ("name: j\ncommand: [x]\n", ("--team", "nosuch"), "unknown team 'nosuch'"),
+    ("name: j\n", (), "no command"),
+    ("name: j\ncommand: [x]\n", ("--env", "NOEQUALS"), "expected NAME=VALUE"),
+])
+def test_bad_submissions_exit_2_with_one_line_and_store_nothing(api: Harness, shoal: Shoal, tmp_path: Path,
+                                                                 content: str, args: tuple[str, ...],
+                                                                 words: str) -> None:
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(content)
+
+    code, out, err = shoal("submit", str(job_file), *args)
+
+    assert code == 2 and out == ""
+    assert err.startswith("shoal: error: ") and err.count("\n") == 1
+    assert words in err
+    assert api.store.list_jobs() == [] and api.wakes == []
+
+
+def test_a_missing_file_and_a_wrong_token_are_one_line_each(api: Harness, shoal: Shoal,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, err = shoal("submit", "nosuch.yaml")
+    assert code == 2 and "cannot read nosuch.yaml" in err and err.count("\n") == 1
+
+    monkeypatch.setenv("SHOAL_TOKEN", "shoal_wrong")
+    code, _, err = shoal("queue")
+    assert code == 2 and err == "shoal: error: this token is not valid (unknown or revoked)\n"
+
+
+def test_queue_show_cancel_checkpoint(api: Harness, shoal: Shoal) -> None:
+    running = api.run(make_spec("trainer").pods(2, 8).build(), whole_nodes("h100-b0-n00", "h100-b0-n01"))
+    waiting = api.submit(make_spec("waiter").pods(1, 8).build())
+    api.store.set_waits([(waiting.id, Reason.QUOTA_FULL, "fraud-ml is at its quota", 1, T0 + 3600)])
+
+    code, out, _ = shoal("queue")
+    assert code == 0
+    header, first, second = out.splitlines()
+    assert header.split() == ["JOB", "TEAM", "NAME", "USER", "STATE", "SHAPE", "POS", "REASON/AS", "EST.START"]
+    assert first.split() == [waiting.id, "fraud-ml", "waiter", "alice", "PENDING", "1×8", "h100", "1", "QuotaFull",
+                             "2026-10-27", "01:00Z"]
+    assert second.split()[:5] == [running.id, "fraud-ml", "trainer", "alice", "RUNNING"]
+
+    code, out, _ = shoal("show", running.id)
+    assert code == 0
+    assert "placement: 2 node(s) in h100-b0: h100-b0-n00, h100-b0-n01" in out
+
+    code, out, _ = shoal("checkpoint", running.id)
+    assert (code, out) == (0, f"Asked job {running.id} to checkpoint at its next step.\n")
+    assert api.store.get(running.id).checkpoint_requested
+
+    code, out, _ = shoal("cancel", waiting.id)
+    assert (code, out) == (0, f"Cancelled job {waiting.id}.\n")
+    assert api.store.get(waiting.id).state is JobState.CANCELLED
+
+    code, out, _ = shoal("cancel", running.id)
+    assert code == 0 and "gets SIGTERM, then 300s to checkpoint and exit" in out
+
+    code, out, _ = shoal("events", running.id)
+    assert [line.split()[4] for line in out.splitlines()[1:]] == ["CheckpointRequested", "CancelRequested"]
+
+
+@pytest.mark.parametrize("args", [
+    ("queue",), ("queue", "--team", "fraud-ml"), ("show", "JOB"), ("usage",), ("usage", "--by-day"), ("events",),
+    ("nodes",), ("cancel", "JOB"), ("checkpoint", "JOB"),
+])
+def test_every_read_command_has_json(api: Harness, shoal: Shoal, args: tuple[str, ...]) -> None:
+    job = api.run(make_spec("j").pods(1, 8).build(), whole_nodes("h100-b0-n00"))
+    argv = [job.id if a == "JOB" else a for a in args]
+
+    code, out, err = shoal(*argv, "--json")
+
+    assert (code, err) == (0, "")
+    assert isinstance(json.loads(out), dict)
+
+
+def test_usage_and_nodes_tables(api: Harness, shoal: Shoal) -> None:
+    api.run(make_spec("j").pods(1, 8).build(), whole_nodes("h100-b0-n00"))
+    api.clock.advance(1800)
+
+    code, out, _ = shoal("usage")
+    assert code == 0
+    assert out.splitlines()[1].split() == ["fraud-ml", "4.00", "0.00", "0.00", "4.00", "4.00"]
+
+    code, out, _ = shoal("nodes")
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["h100-b0-n00"][:5] == ["h100-b0-n00", "h100-b0", "ready", "0/8", "h100"]
+    assert rows["h100-b0-n03"][2:4] == ["ready", "(spare)"]
+
+
+def test_a_bad_usage_date_is_one_line(shoal: Shoal) -> None:
+    code, _, err = shoal("usage", "--since", "last tuesday")
+
+    assert code == 2 and "since must be an ISO-8601 date" in err
+
+
+# -- operator commands on the store ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[tuple[Path, SqlStore]]:
+    store = open_state(tmp_path, None, create=True)
+    store.sync_nodes(cluster_nodes())
+    store.sync_teams(team_configs())
+    try:
+        yield tmp_path, store
+    finally:
+        store.dispose()
+
+
+def test_token_create_prints_a_token_that_resolves(state: tuple[Path, SqlStore],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    state_dir, store = state
+
+    code = main(["token", "create", "--user", "ana", "--team", "search", "--state-dir", str(state_dir)])
+
+    token = capsys.readouterr().out.strip()
+    assert code == 0
+    resolved = store.resolve_token(token)
+    assert resolved is not None and (resolved.user, resolved.team, resolved.admin) == ("ana", "search", False)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--user", "ana", "--team", "nosuch"), "no team 'nosuch'; teams: fraud-ml, search"),
+    (("--team", "search"), "Missing option '--user'"),
+])
+def test_token_create_refuses_bad_input(state: tuple[Path, SqlStore], capsys: pytest.CaptureFixture[str],
+                                        args: tuple[str, ...], words: str) -> None:
+    code = main(["token", "create", *args, "--state-dir", str(state[0])])
+
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and err.count("\n") == 1
+
+
+def test_store_commands_refuse_a_state_dir_with_no_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["token", "create", "--user", "a", "--team", "t", "--state-dir", str(tmp_path / "typo")])
+
+    err = capsys.readouterr().err
+    assert code == 2 and "no Shoal state in" in err
+    assert not (tmp_path / "typo").exists()
+
+
+def test_nodes_fail_drain_repair_on_the_store(state: tuple[Path, SqlStore],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    state_dir, store = state
+
+    assert main(["nodes", "fail", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
+    assert {r.node.name: r.health for r in store.list_nodes()}["h100-b0-n01"] is Health.REPAIR
+    assert main(["nodes", "drain", "h100-b0-n02", "--state-dir", str(state_dir)]) == 0
+    assert main(["nodes", "repair", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
+    assert main(["nodes", "fail", "h100-zz", "--state-dir", str(state_dir)]) == 2
+
+    health = {r.node.name: r.health for r in store.list_nodes()}
+    assert (health["h100-b0-n01"], health["h100-b0-n02"]) == (Health.READY, Health.DRAINING)
+    assert [(e.kind, e.reason, e.node) for e in store.events()] == [
+        ("node_health", "NodeFailed", "h100-b0-n01"), ("node_health", "Drained", "h100-b0-n02"),
+        ("node_health", "Repaired", "h100-b0-n01")]
+    assert "no node 'h100-zz'" in capsys.readouterr().err
+
+
+def test_up_refuses_a_port_in_use_and_an_unknown_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["up", "--port", str(port), "--state-dir", str(tmp_path / "a")])
+        err = capsys.readouterr().err
+        assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err and err.count("shoal: error") == 1
+
+    code = main(["up", "--cluster", "nosuch", "--state-dir", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no built-in cluster named 'nosuch'" in err

@@ -1,0 +1,234 @@
+"""Invariants over random clusters, teams and queues, each run for several cycles with the decisions applied.
+
+* no GPU or MIG slice is ever held by two jobs;
+* a gang is admitted whole (every pod, one flavour it asked for) or not at all;
+* no team runs above nominal + borrowing limit, and no team lends more than its lending limit;
+* every job that does not start has exactly one reason and a queue position;
+* a reserved job's estimated start never moves later because of a job backfilled around it;
+* the same snapshot, in any order, gives the same decisions.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from scheduler_core.bench.world import World
+from scheduler_core.model import Quota
+from scheduler_core.model.flavours import FLAVOURS
+from scheduler_core.policy.cycle import run_cycle
+from scheduler_core.policy.decisions import CycleResult, Reason
+from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, RunningJob, Snapshot, TeamState)
+
+from .builders import H, make_cluster, make_job
+
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("SHOAL_HYPOTHESIS_EXAMPLES", "100")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def worlds(draw: Any, one_team: bool = False) -> tuple[World, list[float]]:
+    """A small cluster (whole-GPU blocks, maybe an A100 block and a MIG node, maybe spares and a sick node),
+    2-4 teams in 1-2 cohorts with random quotas, 4-14 jobs, and the gaps between 4 cycles. ``one_team``: all
+    jobs from team t0 (the others only lend), so the order of work cannot change between two runs."""
+    cluster = make_cluster()
+    blocks = draw(st.integers(1, 3))
+    for b in range(blocks):
+        cluster.block(f"b{b}", draw(st.integers(2, 5)), per_leaf=2, spares=draw(st.integers(0, 1)),
+                      small=draw(st.booleans()))
+    if draw(st.booleans()):
+        cluster.block("a0", draw(st.integers(1, 3)), gpu="a100")
+    if draw(st.booleans()):
+        cluster.mig_block("m0", 1, mig=["1g.10gb"] * 6 + ["3g.40gb"] * 2)
+    nodes = cluster.build()
+    if draw(st.booleans()):
+        sick = draw(st.sampled_from([n.name for n in nodes]))
+        nodes = tuple(replace(n, health=n.health.__class__("suspect")) if n.name == sick else n for n in nodes)
+    flavours = sorted({f for n in nodes for f in n.capacity})
+    teams: dict[str, TeamState] = {}
+    for t in range(draw(st.integers(2, 4))):
+        quotas = {}
+        for f in flavours:
+            if draw(st.integers(0, 4)) == 0:
+                continue
+            nominal = draw(st.integers(0, 24))
+            borrow = draw(st.one_of(st.none(), st.integers(0, 24)))
+            lend = draw(st.one_of(st.none(), st.integers(0, nominal)))
+            quotas[f] = Quota(nominal=nominal, borrowing_limit=borrow, lending_limit=lend)
+        teams[f"t{t}"] = TeamState(f"t{t}", cohort=f"c{draw(st.integers(0, 1))}", weight=draw(st.sampled_from([1.0, 2.0])),
+                                   quotas=quotas, decayed_usage={"gpu": draw(st.floats(0, 1e5))})
+    pending = []
+    runtimes = {}
+    for k in range(draw(st.integers(4, 14))):
+        flavour = draw(st.sampled_from(flavours))
+        mig = FLAVOURS[flavour].is_mig
+        pods = 1 if mig else draw(st.sampled_from([1, 1, 1, 2, 3, 4]))
+        units = draw(st.sampled_from([1, 2, 3] if mig else [1, 2, 4, 8]))
+        team = "t0" if one_team else draw(st.sampled_from(sorted(teams)))
+        job = (make_job(f"j{k:02d}").team(team).flavour(flavour).pods(pods, units)
+               .priority(draw(st.sampled_from(["standard", "standard", "high", "low", "scavenger", "critical"])))
+               .limit(draw(st.sampled_from([0.5 * H, H, 3 * H, 8 * H]))).submitted(-draw(st.integers(0, 3000))))
+        if pods > 1 and draw(st.booleans()):
+            level = draw(st.sampled_from(["leaf", "block"]))
+            job = job.required(level) if draw(st.booleans()) else job.preferred(level)
+        if draw(st.integers(0, 5)) == 0:
+            job = job.non_preemptible()
+        request = job.build()
+        pending.append(PendingJob(request, request.submitted_at))
+        runtimes[request.id] = draw(st.floats(0.2, 1.0)) * request.time_limit_s
+    gaps = [draw(st.sampled_from([301.0, 900.0, 1900.0, 4000.0])) for _ in range(4)]
+    world = World(Snapshot(nodes=nodes, teams=teams, pending=tuple(pending), running=()), runtime=runtimes)
+    return world, gaps
+
+
+def describe(world: World, gaps: list[float]) -> str:
+    """The drawn world in a few lines (shown by Hypothesis when a case fails)."""
+    snap = world.snapshot
+    lines = [f"gaps {gaps}"]
+    lines += [f"node {n.name} {dict(n.capacity)} {n.health.value}{' spare' if n.spare else ''}"
+              f"{' small' if n.small_jobs else ''}" for n in snap.nodes]
+    lines += [f"team {t.name} {t.cohort} w={t.weight} {dict(t.quotas)}" for t in snap.teams.values()]
+    for p in snap.pending:
+        r = p.request
+        lines.append(f"job {r.id} {r.team} {r.priority_class.value} {r.flavours} {r.pods}x{r.units_per_pod} "
+                     f"topo={r.topology_level and r.topology_level.name}{'!' if r.topology_required else ''} "
+                     f"limit={r.time_limit_s} runtime={world.runtime.get(r.id)} preemptible={r.preemptible} "
+                     f"submitted={r.submitted_at}")
+    return "\n".join(lines)
+
+
+def held_units(running: Any) -> list[tuple[str, str, int]]:
+    return [(pod.node, job.placement.flavour, unit) for job in running for pod in job.placement.pods
+            for unit in pod.units]
+
+
+def check_cycle(snap: Snapshot, result: CycleResult) -> None:
+    """The invariants one cycle's result must satisfy against the snapshot it came from."""
+    nodes = {n.name: n for n in snap.nodes}
+    pending = {p.request.id: p for p in snap.pending}
+    admitted = {a.job_id for a in result.admits}
+    waiting = [w.job_id for w in result.waits]
+    # Every pending job is decided exactly once: admitted, or waiting with a reason and a position.
+    assert not admitted & set(waiting) and len(waiting) == len(set(waiting))
+    assert admitted | set(waiting) == set(pending)
+    for w in result.waits:
+        assert isinstance(w.reason, Reason) and w.message and w.position >= 1
+    for team in {p.request.team for p in snap.pending}:
+        positions = sorted(w.position for w in result.waits if pending[w.job_id].request.team == team)
+        assert positions == list(range(1, len(positions) + 1))
+    # Gangs whole or absent, on flavours they asked for, on schedulable nodes they may use.
+    for a in result.admits:
+        request: JobRequest = pending[a.job_id].request
+        assert a.placement.flavour in request.flavours
+        assert len(a.placement.pods) == request.pods
+        for pod in a.placement.pods:
+            node = nodes[pod.node]
+            assert len(set(pod.units)) == len(pod.units) == request.units_per_pod
+            assert all(0 <= u < node.capacity.get(a.placement.flavour, 0) for u in pod.units)
+            assert node.schedulable and pod.node not in pending[a.job_id].avoid_nodes
+            if request.pods == 1 and pending[a.job_id].restart_block is None:
+                assert not node.spare
+    # No unit held twice, counting what runs (leaving or not) and what was just admitted.
+    units = held_units(snap.running) + held_units(
+        RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)
+    assert len(units) == len(set(units))
+    # Preemption goes strictly down the bands, never on a job already leaving.
+    running = {r.request.id: r for r in snap.running}
+    for p in result.preempts:
+        assert not running[p.job_id].terminating
+    assert len({p.job_id for p in result.preempts}) == len(result.preempts)
+
+
+def check_quota(snap: Snapshot) -> None:
+    """Per team: usage ≤ nominal + borrowing limit; per cohort: borrowing covered by lenders within limits."""
+    usage: dict[tuple[str, str], int] = {}
+    for job in snap.running:
+        if job.admitted_as is not AdmittedAs.SCAVENGER and not job.terminating:
+            key = (job.request.team, job.placement.flavour)
+            usage[key] = usage.get(key, 0) + job.request.units
+    pools: dict[tuple[str, str], int] = {}
+    for (team, flavour), used in usage.items():
+        quota = snap.teams[team].quotas.get(flavour)
+        assert quota is not None, (team, flavour)
+        if quota.borrowing_limit is not None:
+            assert used <= quota.nominal + quota.borrowing_limit, (team, flavour, used, quota)
+    for name, state in snap.teams.items():
+        for flavour, quota in state.quotas.items():
+            used = usage.get((name, flavour), 0)
+            lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
+            key = (state.cohort, flavour)
+            pools[key] = pools.get(key, 0) + max(0, min(lendable, quota.nominal - used)) - max(0, used - quota.nominal)
+    assert all(value >= 0 for value in pools.values()), pools
+
+
+def without_leaving(snap: Snapshot) -> Snapshot:
+    return replace(snap, running=tuple(r for r in snap.running if not r.terminating))
+
+
+@SETTINGS
+@given(worlds())
+def test_invariants_hold_cycle_after_cycle(case: tuple[World, list[float]]) -> None:
+    world, gaps = case
+    note(describe(world, gaps))
+    now = 0.0
+    for gap in gaps:
+        snap = world.snapshot
+        result = run_cycle(snap, now)
+        check_cycle(snap, result)
+        world.apply(result)
+        check_quota(without_leaving(world.snapshot))
+        now += gap
+        world.advance(now)
+
+
+@SETTINGS
+@given(worlds(one_team=True))
+def test_a_backfilled_job_never_delays_the_reserved_job(case: tuple[World, list[float]]) -> None:
+    """Run a cycle, start what it admitted (backfill included), run the same instant again: every job that
+    held a reservation is reserved (or starts) no later. One team's queue, so the order is the same both
+    times and only the backfilled jobs differ (other teams' shares would reorder work legitimately)."""
+    world, gaps = case
+    drawn = describe(world, gaps)
+    now = 0.0
+    for gap in gaps:
+        snap = world.snapshot
+        result = run_cycle(snap, now)
+        blocked = {w.job_id for w in result.waits if w.reason is not Reason.PREEMPTING_VICTIMS}
+        reserved = {r.job_id: r.start_at for r in result.reservations if r.job_id in blocked}
+        if reserved and any(a.backfill for a in result.admits):
+            started = World(snap)
+            started.apply(CycleResult(now=now, admits=result.admits))
+            again = run_cycle(started.snapshot, now)
+            later = {r.job_id: r.start_at for r in again.reservations}
+            estimates = {w.job_id: w.estimated_start for w in again.waits}
+            for job_id, start in reserved.items():
+                if job_id in {a.job_id for a in again.admits}:
+                    continue
+                moved = later.get(job_id, estimates.get(job_id))
+                if moved is None or moved > start + 1e-6:
+                    print(drawn)
+                assert moved is not None and moved <= start + 1e-6, (job_id, now, start, moved)
+        world.apply(result)
+        now += gap
+        world.advance(now)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(), st.randoms(use_true_random=False))
+def test_decisions_do_not_depend_on_input_order(case: tuple[World, list[float]], rng: random.Random) -> None:
+    world, gaps = case
+    now = 0.0
+    for gap in gaps[:2]:
+        snap = world.snapshot
+        shuffled = replace(snap, nodes=tuple(rng.sample(snap.nodes, len(snap.nodes))),
+                           pending=tuple(rng.sample(snap.pending, len(snap.pending))),
+                           running=tuple(rng.sample(snap.running, len(snap.running))),
+                           teams=dict(rng.sample(sorted(snap.teams.items()), len(snap.teams))))
+        result = run_cycle(snap, now)
+        assert run_cycle(shuffled, now) == result == run_cycle(snap, now)
+        world.apply(result)
+        now += gap
+        world.advance(now)
