@@ -24,6 +24,7 @@ from ..executor.sim import SimExecutor
 from ..model.cluster import Health, Node
 from ..model.flavours import FLAVOURS
 from ..policy.types import Policy
+from ..policy.decisions import CycleResult, Reason
 from .baselines import BASELINES
 from .cadence import PlanEvery, SkipWhenIdle
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
@@ -104,6 +105,8 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     last_step = -math.inf
     idle_gap = config.idle_step_s
     cycles = node_failures = 0
+    fitting_wait_s: dict[str, float] = {}
+    blocked: set[str] | None = None
     while next_job < len(jobs) or store.measured_open > 0:
         keepalive = last_step + idle_gap if store.pending_count > 0 else math.inf
         while timers and timers[0] <= last_step:
@@ -136,13 +139,21 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
             store.set_node_health(fault.node, Health.REPAIR, "simulated hardware failure", fault.at)
             executor.fail_node(fault.node, fault.at)
         before = store.changes
-        controller.step(at)
+        step = controller.step(at)
         cycles += 1
         for deadline in store.deadlines:
             heapq.heappush(timers, deadline)
         store.deadlines.clear()
         idle_gap = config.idle_step_s if store.changes != before else min(idle_gap * 2, config.idle_step_max_s)
-        series.add(at, store.pending_count, store.holding_count, store.cluster_state())
+        state = store.cluster_state()
+        if blocked is not None:
+            for key in blocked:
+                fitting_wait_s[key] = fitting_wait_s.get(key, 0.0) + at - last_step
+        blocked = _fitting_reasons(store, state, step.cycle)
+        series.add(at, store.pending_count, store.holding_count, {
+            f: (allocated, healthy, fitting, any(key.startswith(f + "/") and key.split("/", 1)[1] in ADMISSIBLE
+                                                 for key in blocked))
+            for f, (allocated, healthy, fitting) in state.items()})
         last_step = at
         progress.update(at, store.pending_count, store.holding_count, len(jobs) - next_job, store.measured_open)
     progress.close()
@@ -152,8 +163,31 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     return RunRecord(
         workload=workload.name, policy=name, seed=config.seed, window=workload.window, end=end, quotas=quotas,
         units_per_gpu={f: FLAVOURS[f].units_per_gpu for f in store.flavours}, block_gpus=block_gpus(nodes),
-        jobs=logs, series=series, node_failures=node_failures, cycles=cycles,
+        jobs=logs, series=series, fitting_wait_s=fitting_wait_s, node_failures=node_failures, cycles=cycles,
         wall_s=time.perf_counter() - started, notes=workload.notes)
+
+
+#: Reasons that say the policy would run the job but for capacity, topology, a reservation or leaving victims.
+ADMISSIBLE = frozenset({Reason.WAITING_FOR_CAPACITY.value, Reason.WAITING_FOR_TOPOLOGY.value,
+                        Reason.BEHIND_RESERVATION.value, Reason.PREEMPTING_VICTIMS.value,
+                        Reason.NODE_UNHEALTHY.value})
+
+
+def _fitting_reasons(store: RecordingStore, state: dict[str, tuple[int, int, bool]],
+                     cycle: CycleResult | None) -> set[str]:
+    """``flavour/reason`` of every pending job that would fit its first flavour's idle units by count."""
+    if cycle is None or not any(fitting for _, _, fitting in state.values()):
+        return set()
+    found: set[str] = set()
+    for wait in cycle.waits:
+        job = store.workload_jobs.get(wait.job_id)
+        if job is None:
+            continue
+        flavour = job.spec.flavour[0]
+        allocated, healthy, fitting = state[flavour]
+        if fitting and job.units <= healthy - allocated:
+            found.add(f"{flavour}/{wait.reason.value}")
+    return found
 
 
 class _Progress:

@@ -10,6 +10,9 @@ Definitions (the report repeats them):
   would fit in that flavour's idle units by count (so a reservation that idles GPUs while small jobs wait counts,
   and a big job waiting for a hole it cannot fit does not). Healthy means a ready node outside the hot spares,
   plus spares while they hold a restarted gang. MIG slices count as a seventh of a GPU.
+  **utilization_while_admissible_waiting** is the same over the spans where such a job waited for a reason other
+  than quota (capacity, topology, a reservation, victims leaving), by the policy's own reasons; and
+  **fitting_wait_hours_by_reason** says, per flavour and reason, how long such jobs waited.
 * **in_quota**: at submission, the team's allocated plus earlier pending units of the job's flavour, plus the job,
   were within its nominal quota. The same test for every policy, including those that ignore quotas.
 * **placement_violations**: admissions of a whole-GPU job of G ≥ one block's GPUs (256 on the reference cluster)
@@ -63,14 +66,21 @@ def utilization(series: Series, units_per_gpu: dict[str, int], since: float, unt
     return _utilization(series, units_per_gpu, since, until, only_fitting=False)
 
 
+def utilization_while_admissible_waiting(series: Series, units_per_gpu: dict[str, int], since: float,
+                                         until: float) -> float | None:
+    """The same, counting only the spans where a fitting job waited for a reason other than quota."""
+    return _utilization(series, units_per_gpu, since, until, only_fitting=True, column="admissible")
+
+
 def _utilization(series: Series, units_per_gpu: dict[str, int], since: float, until: float, *,
-                 only_fitting: bool) -> float | None:
+                 only_fitting: bool, column: str = "fitting") -> float | None:
     dt = _durations(series, since, until)
     allocated = healthy = 0.0
+    condition = series.admissible if column == "admissible" else series.fitting
     for flavour in series.flavours:
         weight = dt / units_per_gpu.get(flavour, 1)
         if only_fitting:
-            weight = weight * np.asarray(series.fitting[flavour], dtype=float)
+            weight = weight * np.asarray(condition[flavour], dtype=float)
         allocated += float((np.asarray(series.allocated[flavour], dtype=float) * weight).sum())
         healthy += float((np.asarray(series.healthy[flavour], dtype=float) * weight).sum())
     return allocated / healthy if healthy else None
@@ -169,6 +179,10 @@ def summarise(record: RunRecord) -> dict[str, Any]:
         "jobs_never_started": sum(1 for job in measured if not job.admissions),
         "utilization_while_waiting": _round(utilization_while_waiting(record.series, record.units_per_gpu, start,
                                                                       record.end), 4),
+        "utilization_while_admissible_waiting": _round(utilization_while_admissible_waiting(
+            record.series, record.units_per_gpu, start, record.end), 4),
+        "fitting_wait_hours_by_reason": {key: round(value / 3600.0, 1) for key, value in
+                                         sorted(record.fitting_wait_s.items(), key=lambda kv: -kv[1])},
         "utilization": _round(utilization(record.series, record.units_per_gpu, start, record.end), 4),
         "wait_p50_s": _round(percentile(waits, 50), 1),
         "wait_p99_s": _round(percentile(waits, 99), 1),

@@ -7,6 +7,7 @@ them and nothing else, so every figure can be recomputed from a run without re-r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,10 @@ class JobLog:
 class Series:
     """The cluster over time, one column per quantity: the values at ``at[i]`` hold until ``at[i + 1]``.
 
-    Per flavour: units ``allocated`` and ``healthy`` (working capacity), and ``fitting`` — whether some pending
-    job of that flavour would fit in the idle units by count. A sample is kept only when something changed.
+    Per flavour: units ``allocated`` and ``healthy`` (working capacity); ``fitting`` — whether some pending job
+    of that flavour would fit in the idle units by count; ``admissible`` — whether one of those was held back by
+    something other than quota (capacity, topology, a reservation, victims still leaving), by the policy's own
+    reasons. A sample is kept only when something changed.
     """
 
     flavours: tuple[str, ...]
@@ -76,33 +79,33 @@ class Series:
     allocated: dict[str, list[int]] = field(default_factory=dict)
     healthy: dict[str, list[int]] = field(default_factory=dict)
     fitting: dict[str, list[bool]] = field(default_factory=dict)
+    admissible: dict[str, list[bool]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for flavour in self.flavours:
             self.allocated.setdefault(flavour, [])
             self.healthy.setdefault(flavour, [])
             self.fitting.setdefault(flavour, [])
+            self.admissible.setdefault(flavour, [])
 
-    def add(self, at: float, pending: int, running: int, state: dict[str, tuple[int, int, bool]]) -> None:
+    def add(self, at: float, pending: int, running: int, state: dict[str, tuple[int, int, bool, bool]]) -> None:
+        columns: tuple[dict[str, list[Any]], ...] = (self.allocated, self.healthy, self.fitting, self.admissible)
         if self.at and pending == self.pending[-1] and running == self.running[-1] and all(
-                (self.allocated[f][-1], self.healthy[f][-1], self.fitting[f][-1]) == state[f] for f in self.flavours):
+                tuple(column[f][-1] for column in columns) == state[f] for f in self.flavours):
             return
         if self.at and at <= self.at[-1]:
             self.at.pop()
             self.pending.pop()
             self.running.pop()
             for f in self.flavours:
-                self.allocated[f].pop()
-                self.healthy[f].pop()
-                self.fitting[f].pop()
+                for column in columns:
+                    column[f].pop()
         self.at.append(at)
         self.pending.append(pending)
         self.running.append(running)
         for f in self.flavours:
-            allocated, healthy, fitting = state[f]
-            self.allocated[f].append(allocated)
-            self.healthy[f].append(healthy)
-            self.fitting[f].append(fitting)
+            for column, value in zip(columns, state[f]):
+                column[f].append(value)
 
 
 @dataclass(slots=True)
@@ -119,6 +122,8 @@ class RunRecord:
     block_gpus: int                               # whole-GPU capacity of the largest block (placement rule)
     jobs: list[JobLog]
     series: Series
+    #: Seconds during which a pending job that would fit the idle units by count waited, by "flavour/reason".
+    fitting_wait_s: dict[str, float] = field(default_factory=dict)
     node_failures: int = 0
     cycles: int = 0
     wall_s: float = 0.0

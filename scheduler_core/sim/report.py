@@ -59,6 +59,8 @@ def markdown(summary: dict[str, Any], notes: tuple[str, ...] = ()) -> str:
             req, tgt, higher = TARGETS[name]
             sign = "≥" if higher else "≤"
             required, target = f"{sign} {req:g}", f"{sign} {tgt:g}"
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v:g}" for k, v in value.items()) or "none"
         shown = "null" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
         lines.append(f"| {name} | {shown} | {required} | {target} | {verdict(name, value)} |")
     if notes:

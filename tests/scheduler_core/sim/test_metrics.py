@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler_core.sim.metrics import (fairness, jain, percentile, placement_violations, summarise,
-                                        utilization_while_waiting)
+                                        utilization_while_admissible_waiting, utilization_while_waiting)
 from scheduler_core.sim.records import Admission, Interruption, JobLog, RunRecord, Series
 
 
@@ -24,7 +24,7 @@ def log(job_id: str, *, team: str = "a", gpus: float = 8, submitted: float = 0.0
 def series(rows: list[tuple[float, int, int, bool]]) -> Series:
     s = Series(("h100",))
     for at, allocated, healthy, fitting in rows:
-        s.add(at, 0, 0, {"h100": (allocated, healthy, fitting)})
+        s.add(at, 0, 0, {"h100": (allocated, healthy, fitting, fitting)})
     return s
 
 
@@ -34,6 +34,14 @@ def test_utilization_counts_only_the_time_fitting_work_waits() -> None:
     assert utilization_while_waiting(s, {"h100": 1}, 0, 400) == pytest.approx(0.7)
     assert utilization_while_waiting(s, {"h100": 1}, 150, 400) == pytest.approx((50 * 50 + 90 * 100) / 15000)
     assert utilization_while_waiting(series([(0, 1, 2, False)]), {"h100": 1}, 0, 10) is None
+
+
+def test_admissible_waits_leave_out_quota_bound_ones() -> None:
+    s = Series(("h100",))
+    s.add(0, 1, 0, {"h100": (50, 100, True, False)})      # only a quota-bound job fits: not admissible
+    s.add(100, 1, 0, {"h100": (90, 100, True, True)})
+    assert utilization_while_admissible_waiting(s, {"h100": 1}, 0, 200) == pytest.approx(0.9)
+    assert utilization_while_waiting(s, {"h100": 1}, 0, 200) == pytest.approx(0.7)
 
 
 def test_a_series_keeps_only_changes() -> None:
