@@ -13,6 +13,7 @@ import click
 
 from ..config import load_cluster, load_teams, resolve
 from ..errors import ConfigError
+from .compare import comparison_markdown, write_comparison
 from .engine import POLICIES, SimConfig, simulate
 from .metrics import summarise
 from .report import markdown, write_report
@@ -67,7 +68,8 @@ def load_workload(workload: str, cluster: str, teams: str | None, seed: int, loa
               help="Cluster to simulate: a built-in name or a cluster YAML.")
 @click.option("--teams", default=None, metavar="NAME|PATH.yaml",
               help="Teams and quotas (default: the built-in set named like the cluster).")
-@click.option("--policy", type=click.Choice(POLICIES), default="shoal", show_default=True)
+@click.option("--policy", type=click.Choice(POLICIES + ("all",)), default="shoal", show_default=True,
+              help="'all' runs each policy on the same input; --json then prints one object per policy.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seeds the generated day, pod start-up and node failures.")
 @click.option("--load", "load", type=float, default=None,
@@ -94,13 +96,23 @@ def command(workload: str, cluster: str, teams: str | None, policy: str, seed: i
         click.echo(f"shoal sim: {warning}", err=True)
     config = SimConfig(seed=seed, gpu_hours_per_failure=None if no_failures else gpu_hours_per_failure,
                        repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, progress=True)
-    record = simulate(loaded, policy, config)
-    summary = summarise(record)
-    if report_dir is not None:
-        path = write_report(record, report_dir)
+    policies = POLICIES if policy == "all" else (policy,)
+    records = []
+    for name in policies:
+        record = simulate(loaded, name, config)
+        records.append(record)
+        if report_dir is not None:
+            path = write_report(record, Path(report_dir) / name if policy == "all" else report_dir)
+            if not as_json:
+                click.echo(f"report: {path}", err=True)
+    if report_dir is not None and policy == "all":
+        path = write_comparison(records, report_dir)
         if not as_json:
-            click.echo(f"report: {path}", err=True)
+            click.echo(f"comparison: {path}", err=True)
+    summaries = [summarise(record) for record in records]
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(json.dumps(summaries[0] if policy != "all" else {s["policy"]: s for s in summaries}))
+    elif policy == "all":
+        click.echo(comparison_markdown(summaries))
     else:
-        click.echo(markdown(summary).split("\n![")[0].rstrip())
+        click.echo(markdown(summaries[0]).split("\n![")[0].rstrip())

@@ -85,3 +85,18 @@ def test_a_cluster_file_needs_its_teams(tmp_path: Path, capsys: pytest.CaptureFi
     cluster, _ = tiny.write_config(tmp_path)
     assert main(["sim", "--workload", str(trace(tmp_path)), "--cluster", str(cluster)]) == 2
     assert "give its teams with --teams" in capsys.readouterr().err
+
+
+def test_sim_all_policies_on_the_same_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster, teams = tiny.write_config(tmp_path)
+    out_dir = tmp_path / "all"
+    code = main(["sim", "--workload", str(trace(tmp_path)), "--cluster", str(cluster), "--teams", str(teams),
+                 "--policy", "all", "--json", "--report", str(out_dir)])
+    assert code == 0
+    summaries = json.loads(capsys.readouterr().out)
+    assert sorted(summaries) == ["easy", "fifo", "kueue", "shoal"]
+    assert {s["jobs"] for s in summaries.values()} == {30}
+    comparison = (out_dir / "comparison.md").read_text()
+    assert "| utilization_while_waiting |" in comparison and "`kueue`" in comparison
+    for name in ("compare_utilization.png", "compare_wait_cdf.png", "shoal/report.md", "fifo/wait_cdf.png"):
+        assert (out_dir / name).stat().st_size > 0
