@@ -146,7 +146,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         store.deadlines.clear()
         idle_gap = config.idle_step_s if store.changes != before else min(idle_gap * 2, config.idle_step_max_s)
         state = store.cluster_state()
-        if blocked is not None:
+        if blocked is not None and last_step >= workload.window[0]:
             for key in blocked:
                 fitting_wait_s[key] = fitting_wait_s.get(key, 0.0) + at - last_step
         blocked = _fitting_reasons(store, state, step.cycle)
