@@ -10,7 +10,8 @@ Definitions (the report repeats them):
   would fit in that flavour's idle units by count (so a reservation that idles GPUs while small jobs wait counts,
   and a big job waiting for a hole it cannot fit does not). Healthy means a ready node outside the hot spares,
   plus spares while they hold a restarted gang. MIG slices count as a seventh of a GPU.
-  **utilization_while_admissible_waiting** is the same over the spans where such a job waited for a reason other
+  **utilization_while_waiting_in_window** is the same inside the workload's window only (the day itself, not the
+  drain after it); **utilization_while_admissible_waiting** is the same over the spans where such a job waited for a reason other
   than quota (capacity, topology, a reservation, victims leaving), by the policy's own reasons; and
   **fitting_wait_hours_by_reason** says, per flavour and reason, how long such jobs waited.
 * **in_quota**: at submission, the team's allocated plus earlier pending units of the job's flavour, plus the job,
@@ -179,6 +180,8 @@ def summarise(record: RunRecord) -> dict[str, Any]:
         "jobs_never_started": sum(1 for job in measured if not job.admissions),
         "utilization_while_waiting": _round(utilization_while_waiting(record.series, record.units_per_gpu, start,
                                                                       record.end), 4),
+        "utilization_while_waiting_in_window": _round(utilization_while_waiting(
+            record.series, record.units_per_gpu, start, record.window[1]), 4),
         "utilization_while_admissible_waiting": _round(utilization_while_admissible_waiting(
             record.series, record.units_per_gpu, start, record.end), 4),
         "fitting_wait_hours_by_reason": {key: round(value / 3600.0, 1) for key, value in
