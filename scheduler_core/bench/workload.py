@@ -12,15 +12,18 @@ import random
 from dataclasses import dataclass, replace
 
 from ..config import load_cluster, load_teams
-from ..model.cluster import BlockConfig, ClusterConfig, Node, NodeGroup
+from ..model.cluster import ClusterConfig, Node
 from ..model.job import JobKind, PriorityClass, TopologyLevel
 from ..model.team import Quota, TeamConfig
 from ..policy.cycle import run_cycle
+from ..policy.snapshot import (JobRequest, NodeState, PendingJob, Plan, PolicyConfig, RunningJob, Snapshot,
+                               TeamState)
 from .world import World
-from ..policy.snapshot import JobRequest, NodeState, PendingJob, PolicyConfig, RunningJob, Snapshot, TeamState
 
 H = 3600.0
 BLOCK_NODES = 32
+#: Set-up cycles carry an empty plan: their estimated starts are not needed, only their decisions.
+_NO_PLAN = Plan(made_at=0.0)
 
 
 def cluster_nodes(nodes: int) -> list[Node]:
@@ -33,20 +36,22 @@ def cluster_nodes(nodes: int) -> list[Node]:
     blocks = nodes // BLOCK_NODES
     h100 = max(1, round(blocks * 0.75))
     a100 = blocks - h100
-    configs: list[BlockConfig] = []
+    configs: list[dict[str, object]] = []
     if h100 > 1:
-        configs.append(BlockConfig(name="h100-b{i:02d}", repeat=h100 - 1, gpu="h100", nodes=BLOCK_NODES, spares=1))
-    configs.append(BlockConfig(name=f"h100-b{h100 - 1:02d}", small_jobs=True, spares=1, nodes=[
-        NodeGroup(count=8, gpu="h100", mig="1g.10gb"), NodeGroup(count=BLOCK_NODES - 8, gpu="h100")]))
+        configs.append({"name": "h100-b{i:02d}", "repeat": h100 - 1, "gpu": "h100", "nodes": BLOCK_NODES,
+                        "spares": 1})
+    configs.append({"name": f"h100-b{h100 - 1:02d}", "small_jobs": True, "spares": 1, "nodes": [
+        {"count": 8, "gpu": "h100", "mig": "1g.10gb"}, {"count": BLOCK_NODES - 8, "gpu": "h100"}]})
     if a100 > 1:
-        configs.append(BlockConfig(name="a100-b{i:02d}", repeat=a100 - 1, gpu="a100", nodes=BLOCK_NODES, spares=1))
+        configs.append({"name": "a100-b{i:02d}", "repeat": a100 - 1, "gpu": "a100", "nodes": BLOCK_NODES,
+                        "spares": 1})
     if a100 >= 1:
-        configs.append(BlockConfig(name=f"a100-b{a100 - 1:02d}", small_jobs=True, gpu="a100", nodes=BLOCK_NODES,
-                                   spares=1))
+        configs.append({"name": f"a100-b{a100 - 1:02d}", "small_jobs": True, "gpu": "a100",
+                        "nodes": BLOCK_NODES, "spares": 1})
     rest = nodes - blocks * BLOCK_NODES
     if rest:
-        configs.append(BlockConfig(name="h100-extra", gpu="h100", nodes=rest))
-    return ClusterConfig(name=f"bench-{nodes}", blocks=configs).expand()
+        configs.append({"name": "h100-extra", "gpu": "h100", "nodes": rest})
+    return ClusterConfig.model_validate({"name": f"bench-{nodes}", "blocks": configs}).expand()
 
 
 def teams_for(nodes: int) -> list[TeamConfig]:
@@ -145,16 +150,29 @@ class _Factory:
 
 
 def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
-                  config: PolicyConfig | None = None, warmup: int = 6) -> Snapshot:
+                  config: PolicyConfig | None = None) -> Snapshot:
+    """:func:`warm_snapshot` whose running count lands near ``running``: the warm-up admits some of the queue
+    as jobs finish, so a first build measures by how much and a second fills that much less."""
+    first = warm_snapshot(pending, nodes, running, seed=seed, now=now, config=config)
+    drift = len(first.running) - running
+    if drift == 0 or running == 0:
+        return first
+    return warm_snapshot(pending, nodes, max(0, running - drift), seed=seed, now=now, config=config)
+
+
+def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
+                  config: PolicyConfig | None = None, warmup: int = 12, step_s: float = 60.0, settle: int = 3,
+                  cadence_s: float = 10.0) -> Snapshot:
     """The benchmark's snapshot: the busy hour in a steady state, not a cold start.
 
     1. Fill: ``running`` jobs of the running mix are admitted by ``run_cycle`` itself on the empty cluster, so
        placements and quota classes are the policy's own; their starts and checkpoints are spread over the
        past (some still inside their minimum run time).
     2. Queue: ``pending`` jobs (a 500-trial sweep, a 1,024-GPU run, the pending mix).
-    3. Warm up: ``warmup`` cycles 30 s apart, decisions applied (reclaims signalled, arrivals topping the queue
-       back up to ``pending``), so the snapshot is what the controller sees mid-afternoon: a few victims
-       terminating, their preemptors waiting, and only fresh arrivals still to be sorted out.
+    3. Warm up: ``warmup`` cycles ``step_s`` apart (12 minutes: longer than a victim's grace period),
+       decisions applied (reclaims signalled and carried out, arrivals topping the queue back up to
+       ``pending``), so the snapshot is what the controller sees mid-afternoon: the first burst of reclaims
+       settled, a few victims still terminating, and only fresh arrivals still to be sorted out.
     """
     rng = random.Random(seed)
     team_configs = teams_for(nodes)
@@ -162,7 +180,7 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
     node_states = tuple(NodeState.from_node(n) for n in cluster_nodes(nodes))
     factory = _Factory(rng, team_configs)
     config = config or PolicyConfig()
-    start = now - 2 * H - warmup * 30.0
+    start = now - 2 * H - warmup * step_s - settle * cadence_s
     admitted: list[RunningJob] = []
     stalled = 0
     while len(admitted) < running and stalled < 5:
@@ -170,13 +188,13 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
                  for _ in range(min(400, 2 * (running - len(admitted))))]
         snap = Snapshot(nodes=node_states, teams=teams, pending=tuple(batch), running=tuple(admitted),
                         config=config)
-        result = run_cycle(snap, start)
+        result = run_cycle(replace(snap, plan=_NO_PLAN), start)
         by_id = {p.request.id: p.request for p in batch}
         fresh = [RunningJob(by_id[a.job_id], a.placement, a.admitted_as, start)
                  for a in result.admits][: running - len(admitted)]
         stalled = stalled + 1 if not fresh else 0
         admitted.extend(fresh)
-    t0 = now - warmup * 30.0
+    t0 = now - warmup * step_s - settle * cadence_s
     spread: list[RunningJob] = []
     for job in admitted:
         limit = job.request.time_limit_s
@@ -193,19 +211,30 @@ def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now:
         waiting.append(PendingJob(replace(request, pods=128, flavours=("h100",)), request.submitted_at))
     world = World(Snapshot(nodes=node_states, teams=teams, pending=tuple(waiting), running=tuple(spread),
                            config=config))
-    for k in range(warmup + 1):
-        at = t0 + k * 30.0
+    # Warm up in coarse steps, topping the queue back up, until the first burst of reclaims has settled.
+    for k in range(warmup):
+        at = t0 + k * step_s
         world.advance(at)
         missing = pending - len(world.snapshot.pending)
         if missing > 0:
             world.submit(*(factory.pending(at) for _ in range(missing)))
-        if k < warmup:
-            world.apply(run_cycle(world.snapshot, at))
+        world.apply(run_cycle(replace(world.snapshot, plan=_NO_PLAN), at))
+    # Then at the controller's cadence, with arrivals at three times the reference day's average rate.
+    at = t0 + warmup * step_s
+    for k in range(settle):
+        at = t0 + warmup * step_s + (k + 1) * cadence_s - settle * cadence_s
+        world.advance(at)
+        arrivals = rng.random() < (3 * 5600 / 86400 * cadence_s) % 1 + int(3 * 5600 / 86400 * cadence_s)
+        world.submit(*(factory.pending(at) for _ in range(int(arrivals) + int(3 * 5600 / 86400 * cadence_s))))
+        world.apply(run_cycle(replace(world.snapshot, plan=_NO_PLAN), at))
+    world.advance(now)
     snap = world.snapshot
-    extra = len(snap.running) - running
-    if extra > 0:
-        ending = sorted((r for r in snap.running if not r.terminating),
-                        key=lambda r: (r.started_at + r.request.time_limit_s, r.request.id))[:extra]
-        gone = {r.request.id for r in ending}
-        snap = replace(snap, running=tuple(r for r in snap.running if r.request.id not in gone))
+    missing = pending - len(snap.pending)
+    if missing > 0:
+        snap = replace(snap, pending=snap.pending + tuple(factory.pending(now) for _ in range(missing)))
+    elif missing < 0:
+        # The latest arrivals have "not arrived yet": the queue is exactly as long as asked.
+        keep = sorted(snap.pending, key=lambda p: (p.queued_at, p.request.id))[:pending]
+        kept = {p.request.id for p in keep}
+        snap = replace(snap, pending=tuple(p for p in snap.pending if p.request.id in kept))
     return snap

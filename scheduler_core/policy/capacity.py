@@ -70,20 +70,34 @@ class Pool:
 
     def recount(self) -> None:
         """Rebuild every aggregate from the masks (once, after the running jobs are laid down)."""
-        self.free = [mask.bit_count() for mask in self.mask]
-        self.whole = dict.fromkeys(self.blocks, 0)
-        self.whole_spare = dict.fromkeys(self.blocks, 0)
-        self.bfree = dict.fromkeys(self.blocks, 0)
-        self.bfree_spare = dict.fromkeys(self.blocks, 0)
-        self.whole_leaf = dict.fromkeys(self.leaves, 0)
-        self.free_units = 0
-        self.free_spare = 0
-        self.free_unusable = 0
-        self.whole_unusable = 0
+        self.free = free_list = [mask.bit_count() for mask in self.mask]
+        self.whole = whole = dict.fromkeys(self.blocks, 0)
+        self.whole_spare = whole_spare = dict.fromkeys(self.blocks, 0)
+        self.bfree = bfree = dict.fromkeys(self.blocks, 0)
+        self.bfree_spare = bfree_spare = dict.fromkeys(self.blocks, 0)
+        self.whole_leaf = whole_leaf = dict.fromkeys(self.leaves, 0)
+        free_units = free_spare = free_unusable = whole_unusable = 0
         # buckets[0]: small-job nodes, buckets[1]: the rest; index = free units; only usable, non-spare nodes.
-        self.buckets: list[list[set[int]]] = [[set() for _ in range(self.max_cap + 1)] for _ in range(2)]
-        for j in range(len(self.members)):
-            self._count(j, +1)
+        buckets: list[list[set[int]]] = [[set() for _ in range(self.max_cap + 1)] for _ in range(2)]
+        self.buckets = buckets
+        cap, usable, spare, small, block, leaf = self.cap, self.usable, self.spare, self.small, self.block, self.leaf
+        for j, free in enumerate(free_list):
+            full = 1 if free == cap[j] else 0
+            if not usable[j]:
+                free_unusable += free
+                whole_unusable += full
+            elif spare[j]:
+                free_spare += free
+                bfree_spare[block[j]] += free
+                whole_spare[block[j]] += full
+            else:
+                free_units += free
+                bfree[block[j]] += free
+                whole[block[j]] += full
+                whole_leaf[leaf[j]] += full
+                buckets[0 if small[j] else 1][free].add(j)
+        self.free_units, self.free_spare = free_units, free_spare
+        self.free_unusable, self.whole_unusable = free_unusable, whole_unusable
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
 
@@ -174,6 +188,11 @@ class Pool:
         return None
 
 
+#: Unit tuples → bit masks. Placements repeat a handful of unit sets ((0..7), (0,), (1, 2)…); a pure function
+#: of its key, so sharing it between cycles changes nothing but the time.
+_BITS: dict[tuple[int, ...], int] = {}
+
+
 class Capacity:
     """Free units of every flavour on every node, and free CPUs and memory per node."""
 
@@ -195,21 +214,21 @@ class Capacity:
                     members.setdefault(flavour, []).append(i)
         self.pools = {flavour: Pool(flavour, self.nodes, idx, self.block_of, self.leaf_of)
                       for flavour, idx in sorted(members.items())}
-        self._bits: dict[int, tuple[Placement, list[tuple[int, int, int]]]] = {}
+        self._bits: dict[int, tuple[Placement, list[tuple[int, int, int, tuple[int, ...]]]]] = {}
         for job in running:
             pool = self.pools.get(job.placement.flavour)
             if pool is None:
                 continue
             request = job.request
-            for i, j, bits in self.pod_bits(job.placement):
+            for i, j, bits, _ in self.pod_bits(job.placement):
                 pool.mask[j] &= ~bits
                 self.free_cpu[i] -= request.cpus_per_pod
                 self.free_mem[i] -= request.memory_gb_per_pod
         for pool in self.pools.values():
             pool.recount()
 
-    def pod_bits(self, placement: Placement) -> list[tuple[int, int, int]]:
-        """(global node, local node, unit bits) per pod of ``placement`` that lands on a known node.
+    def pod_bits(self, placement: Placement) -> list[tuple[int, int, int, tuple[int, ...]]]:
+        """(global node, local node, unit bits, units) per pod of ``placement`` that lands on a known node.
 
         Memoised per placement object for the cycle (the entry keeps the object alive, so its id is not
         reused): a running job is looked at by the free map, the timeline and the victim search."""
@@ -220,9 +239,9 @@ class Capacity:
         self._bits[id(placement)] = (placement, out)
         return out
 
-    def _pod_bits(self, placement: Placement) -> list[tuple[int, int, int]]:
+    def _pod_bits(self, placement: Placement) -> list[tuple[int, int, int, tuple[int, ...]]]:
         pool = self.pools.get(placement.flavour)
-        out: list[tuple[int, int, int]] = []
+        out: list[tuple[int, int, int, tuple[int, ...]]] = []
         if pool is None:
             return out
         for pod in placement.pods:
@@ -232,18 +251,22 @@ class Capacity:
             j = pool.pos.get(i)
             if j is None:
                 continue
-            bits = 0
-            for unit in pod.units:
-                if 0 <= unit < pool.cap[j]:
-                    bits |= 1 << unit
-            out.append((i, j, bits))
+            bits = _BITS.get(pod.units)
+            if bits is None:
+                bits = 0
+                for unit in pod.units:
+                    if 0 <= unit < 64:
+                        bits |= 1 << unit
+                if len(_BITS) < 4096:
+                    _BITS[pod.units] = bits
+            out.append((i, j, bits & ((1 << pool.cap[j]) - 1), pod.units))
         return out
 
     def occupy(self, request: JobRequest, placement: Placement) -> None:
         pool = self.pools.get(placement.flavour)
         if pool is None:
             return
-        for i, j, bits in self.pod_bits(placement):
+        for i, j, bits, _ in self.pod_bits(placement):
             pool.take(j, bits)
             self.free_cpu[i] -= request.cpus_per_pod
             self.free_mem[i] -= request.memory_gb_per_pod
@@ -252,7 +275,7 @@ class Capacity:
         pool = self.pools.get(placement.flavour)
         if pool is None:
             return
-        for i, j, bits in self.pod_bits(placement):
+        for i, j, bits, _ in self.pod_bits(placement):
             pool.give(j, bits)
             self.free_cpu[i] += request.cpus_per_pod
             self.free_mem[i] += request.memory_gb_per_pod

@@ -34,8 +34,8 @@ _REASON_RANK = {
     Reason.PREEMPTING_VICTIMS: 7,
 }
 #: A flavour the plan may start a waiting job on: (flavour, quota reason holding it back or None, waiting for
-#: reclaim, not before this instant).
-_PlanFor = tuple[str, Reason | None, bool, float]
+#: reclaim, within nominal only: a reserved non-preemptible job of its team needs the nominal quota).
+_PlanFor = tuple[str, Reason | None, bool, bool]
 
 _CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
                                Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
@@ -84,8 +84,8 @@ class _Waiting:
 
     ``plan_for`` lists the flavours the plan may start it on, each with what holds it back besides capacity:
     a quota reason (it starts once the team's or cohort's jobs free quota), ``reclaim`` (once borrowers
-    may be preempted), and an instant before which it cannot start (a reserved non-preemptible job of its
-    team holds the nominal quota until then)."""
+    may be preempted), and whether it must fit within nominal quota (a reserved non-preemptible job of its
+    team needs the nominal quota while both would run)."""
 
     job: PendingJob
     reason: Reason
@@ -117,11 +117,13 @@ class _Cycle:
         self.config = snapshot.config
         self.cap = Capacity(snapshot.nodes, snapshot.running)
         self.ledger = QuotaLedger(snapshot.teams, snapshot.running)
+        self._base_usage = dict(self.ledger.usage)
         self.timeline = Timeline(self.cap, snapshot.running, now)
         self.queues = team_queues(snapshot.pending, now, self.config)
         self.capacity_totals = cluster_capacity(snapshot.nodes)
         self.alloc: dict[str, list[float]] = {}
         self._shares: dict[str, float] = {}
+        self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], tuple[int, bool]] = {}
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         self.leaving: dict[str, float] = {}
         self.victims_for: dict[str, list[RunningJob]] = {}
@@ -149,6 +151,11 @@ class _Cycle:
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
+        #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
+        self._claimed: set[str] = set()
+        self._unsettled: set[tuple[object, ...]] = set()
+        self._leaving_lists: dict[str, list[tuple[float, str, Victim]]] | None = None
+        self._unclaimed: dict[tuple[str, int, int], tuple[list[Victim], int, int, dict[int, int]]] = {}
         #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
@@ -160,13 +167,11 @@ class _Cycle:
         self._holdings: list[tuple[float, str, str, int]] = []
         #: (start, team, flavour, units) of each reservation, for the quota side of backfill; those a job
         #: being processed would overlap if it started now.
-        self._quota_holds: list[tuple[float, str, str, int, bool, float]] = []
+        self._quota_holds: list[tuple[float, str, str, int, bool]] = []
         self._held_now: list[tuple[str, str, int]] = []
         self._extra_now: dict[tuple[str, str], int] = {}
-        self._nominal_only_now: dict[tuple[str, str], float] = {}
         self._nominal_only_keys: frozenset[tuple[str, str]] = frozenset()
-        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], dict[tuple[str, str], float],
-                                                      frozenset[tuple[str, str]]]] = {}
+        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], frozenset[tuple[str, str]]]] = {}
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -194,15 +199,22 @@ class _Cycle:
 
     def _fits_nominal(self, job: PendingJob) -> bool:
         request = job.request
+        key = (request.team, request.units, request.flavours)
+        version = self.ledger.version.get(request.team, 0)
+        hit = self._nominal_fit.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         state = self.snapshot.teams.get(request.team)
-        if state is None:
-            return False
-        usage = self.ledger.usage
-        for f in request.flavours:
-            quota = state.quotas.get(f)
-            if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
-                return True
-        return False
+        fits = False
+        if state is not None:
+            usage = self.ledger.usage
+            for f in request.flavours:
+                quota = state.quotas.get(f)
+                if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
+                    fits = True
+                    break
+        self._nominal_fit[key] = (version, fits)
+        return fits
 
     # -- phase 2 ---------------------------------------------------------------------------------------------
 
@@ -218,6 +230,8 @@ class _Cycle:
     def _mark_leaving(self, job: RunningJob, until: float) -> None:
         self.leaving[job.request.id] = until
         self.timeline.set_until(job.request, job.placement, until)
+        if self._leaving_lists is not None:
+            self._add_leaving(job)
 
     # -- phase 4 ---------------------------------------------------------------------------------------------
 
@@ -228,18 +242,19 @@ class _Cycle:
         #    within a cycle and reservations only grow, so the first answer holds (equivalence classes).
         klass = None
         if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.victims_for:
-            klass = (request.team, request.shape, request.priority_class, request.preemptible,
-                     self._widened(pending))
+            widened = True if request.topology_level is None else self._widened(pending)
+            klass = (request.team, request.shape, request.priority_class, request.preemptible, widened)
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
                     and (known.quota is None or known.quota == self._quota_state(request))):
                 waiting = self._wait(pending, known.reason, known.message)
                 waiting.plan_for = known.plan_for
-                if known.misses:
-                    self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
-                                        is_small(request, self.config.small_job_max_units))
-                elif known.refused:
-                    self._reserve_after_quota(pending, waiting, known.refused)
+                if (known.misses or known.refused) and self._may_reserve(pending):
+                    if known.misses:
+                        self._maybe_reserve(pending, waiting, known.misses, self._context(pending),
+                                            is_small(request, self.config.small_job_max_units))
+                    else:
+                        self._reserve_after_quota(pending, waiting, known.refused)
                 return
         # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
         #    not take the quota a reservation needs, any more than its nodes).
@@ -251,13 +266,9 @@ class _Cycle:
             extra: dict[tuple[str, str], int] = {}
             for team, f, units in self._held_now:
                 extra[(team, f)] = extra.get((team, f), 0) + units
-            nominal_only: dict[tuple[str, str], float] = {}
-            for h in holds[:overlap[1]]:
-                if h[4]:
-                    nominal_only[(h[1], h[2])] = max(nominal_only.get((h[1], h[2]), h[5]), h[5])
-            cached = (extra, nominal_only, frozenset(nominal_only))
+            cached = (extra, frozenset((h[1], h[2]) for h in holds[:overlap[1]] if h[4]))
             self._held_extra[overlap] = cached
-        self._extra_now, self._nominal_only_now, self._nominal_only_keys = cached
+        self._extra_now, self._nominal_only_keys = cached
         outcome = self._process(pending)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
@@ -280,10 +291,10 @@ class _Cycle:
         if not shaped:
             return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
                                 f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
-        ctx = self._context(pending)
-        small = is_small(request, self.config.small_job_max_units)
         # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
-        inflight = [v for v in self.victims_for.get(request.id, []) if v.request.id in self.leaving]
+        inflight = [v for v in self.victims_for.get(request.id, ()) if v.request.id in self.leaving]
+        if inflight:
+            self._claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
         options: list[tuple[str, Pool, Verdict]] = []
         refused: list[_PlanFor] = []
@@ -294,13 +305,14 @@ class _Cycle:
                 assert verdict.reason is not None
                 best = _better(best, index, verdict.reason, verdict.message)
                 if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                    after = self._nominal_only_now.get((request.team, f), self.now)
-                    refused.append((f, verdict.reason, False, after if request.preemptible else self.now))
+                    refused.append((f, verdict.reason, False, (request.team, f) in self._nominal_only_keys))
             else:
                 options.append((f, pool, verdict))
         if not options:
             assert best is not None
             return self._refuse(pending, quota, best[2], best[3], refused)
+        ctx = self._context(pending)
+        small = is_small(request, self.config.small_job_max_units)
         # d. Placement now: the first flavour that fits without preemption (misses cached per shape).
         misses: list[tuple[int, str, Pool, Verdict, Miss]] = []
         for index, (f, pool, verdict) in enumerate(options):
@@ -331,13 +343,12 @@ class _Cycle:
         choice = max(misses, key=lambda m: (_REASON_RANK[m[4].reason], -m[0]))
         miss = choice[4]
         waiting = self._wait(pending, miss.reason, miss.message)
-        waiting.plan_for = [(f, None, v.reclaim, self.now) for _, f, _, v, m in misses if not m.never]
+        waiting.plan_for = [(f, None, v.reclaim, False) for _, f, _, v, m in misses if not m.never]
         reservable = [m for m in misses if not m[4].never and not m[3].reclaim and m[4].reason in _CAPACITY_REASONS]
         outcome = _Class(miss.reason, miss.message, waiting.plan_for, reservable, request.time_limit_s, quota)
         if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
             if self._maybe_reserve(pending, waiting, reservable, ctx, small):
                 return None
-            outcome.message = miss.message
         return outcome
 
     def _refuse(self, pending: PendingJob, quota: tuple[int, ...], reason: Reason, message: str,
@@ -482,7 +493,7 @@ class _Cycle:
             found = sorted(victims, key=lambda v: v.key)
             for v in found:
                 if v.id not in self._spots:
-                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits in self.cap.pod_bits(v.job.placement)]
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(v.job.placement)]
             self._candidates[key] = found
         return found
 
@@ -500,6 +511,8 @@ class _Cycle:
         key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened)
         if key in self._no_victims:
             return False
+        if mode == "now" and self._wait_for_leaving(pending, pool, verdict, ctx, small):
+            return True
         cohort = self.snapshot.teams[request.team].cohort
         teams = self.snapshot.teams
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
@@ -542,6 +555,80 @@ class _Cycle:
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
+
+    def _wait_for_leaving(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext,
+                          small: bool) -> bool:
+        """Before stopping anyone: would the job fit once jobs that are already leaving have gone? Then it
+        claims them and waits, as if it had preempted them (the controller need not remember whom a job
+        preempted, and two cycles never preempt twice for one job)."""
+        request = pending.request
+        key = (pool.flavour, request.shape, ctx.widened, request.team, verdict.reclaim)
+        if key in self._unsettled or ctx.avoid or ctx.restart_block is not None:
+            return False
+        leaving, units, borrowed, per_node = self._unclaimed_leaving(pool.flavour)
+        g = request.units_per_pod
+        if (not leaving or verdict.deficit > borrowed or units + pool.free_units < request.units
+                or (request.pods == 1 and not any(pool.free[j] + n >= g and pool.usable[j] and not pool.spare[j]
+                                                  for j, n in per_node.items()))):
+            self._unsettled.add(key)
+            return False
+        undo = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
+            search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
+            found = search.settle(leaving, self.leaving)
+        finally:
+            if undo is not None:
+                undo()
+        if found is None:
+            self._unsettled.add(key)
+            return False
+        assert verdict.admitted_as is not None
+        by = max(self.leaving[v.id] for v in found.victims)
+        self._claimed.update(v.id for v in found.victims)
+        self._commit(request, pool.flavour, verdict.admitted_as)
+        self._hold(request, Slot(pool.flavour, by, tuple((pool.pos[self.cap.index[p.node]], p.units)
+                                                        for p in found.placement.pods)))
+        waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
+                             f"waiting for {len(found.victims)} job(s) already signalled to exit, within "
+                             f"{format_duration(by - self.now)}")
+        waiting.estimate = by
+        waiting.planned = True
+        return True
+
+    def _unclaimed_leaving(self, flavour: str) -> tuple[list[Victim], int, int, dict[int, int]]:
+        """Leaving jobs nobody counts on yet, with cheap bounds for ``_wait_for_leaving``: their units, their
+        borrowed units (what they give back to quota; a team's own leaving jobs count too) and units per node."""
+        key = (flavour, len(self.leaving), len(self._claimed))
+        hit = self._unclaimed.get(key)
+        if hit is None:
+            leaving = [v for _, _, v in self._leaving_victims(flavour) if v.id not in self._claimed]
+            per_node: dict[int, int] = {}
+            for v in leaving:
+                for j, n in self._spots[v.id]:
+                    per_node[j] = per_node.get(j, 0) + n
+            units = sum(v.job.request.units for v in leaving)
+            borrowed = sum(v.job.request.units for v in leaving if v.job.admitted_as is not AdmittedAs.SCAVENGER)
+            hit = (leaving, units, borrowed, per_node)
+            self._unclaimed[key] = hit
+        return hit
+
+    def _leaving_victims(self, flavour: str) -> list[tuple[float, str, Victim]]:
+        """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first;
+        built once, then kept up to date by ``_mark_leaving``."""
+        if self._leaving_lists is None:
+            self._leaving_lists = {}
+            for job in self.running:
+                if job.request.id in self.leaving:
+                    self._add_leaving(job)
+        return self._leaving_lists.get(flavour, [])
+
+    def _add_leaving(self, job: RunningJob) -> None:
+        assert self._leaving_lists is not None
+        v = victim(job, self.now, self.config)
+        if v.id not in self._spots:
+            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
+        insort(self._leaving_lists.setdefault(job.placement.flavour, []), (self.leaving[v.id], v.id, v))
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
@@ -598,6 +685,7 @@ class _Cycle:
                     by_team[job.request.team] -= job.request.units
             self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id))
             self._mark_leaving(job, self.now + grace)
+            self._claimed.add(job.request.id)
             latest = max(latest, self.now + grace)
         self._commit(request, pool.flavour, verdict.admitted_as)
         slot = Slot(pool.flavour, latest, tuple((pool.pos[self.cap.index[p.node]], p.units)
@@ -623,9 +711,8 @@ class _Cycle:
         request = pending.request
         self.blocked_reservations += 1
         self._hold(request, slot)
-        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible,
-                                   slot.start + request.time_limit_s))
-        self._quota_clock().reserve(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
+        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible))
+        self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True
         waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
@@ -637,13 +724,13 @@ class _Cycle:
             return
         request = pending.request
         best: Slot | None = None
-        for flavour, reason, _, after in refused:
+        for flavour, reason, _, nominal_only in refused:
             if flavour not in self.cap.pools or reason is None:
                 continue
-            quota_free = self._quota_clock().free_at(request, flavour, reason)
+            quota_free = self._quota_clock().free_at(request, flavour, reason, nominal_only)
             if quota_free is None:
                 continue
-            slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, after, self.now),
+            slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, self.now),
                                           widen_at=self._widen_at(pending))
             if slot is not None and (best is None or slot.start < best.start):
                 best = slot
@@ -708,12 +795,14 @@ class _Cycle:
             self._clock.add(end, team, flavour, units)
 
     def _quota_clock(self) -> QuotaClock:
+        """Built on first use from the cycle's starting point, then told of what the cycle adds."""
         if self._clock is None:
             holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
                          job.placement.flavour, job.request.units)
                         for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
-            holdings += self._holdings
-            self._clock = QuotaClock(self.ledger, holdings)
+            self._clock = QuotaClock(self.ledger, self._base_usage, holdings)
+            for row in self._holdings:
+                self._clock.add(*row)
         return self._clock
 
     def plan_waits(self) -> None:
@@ -726,15 +815,15 @@ class _Cycle:
             request = waiting.job.request
             best: Slot | None = None
             reclaim_at: float | None = None
-            for flavour, quota_reason, reclaim, after in waiting.plan_for:
+            for flavour, quota_reason, reclaim, nominal_only in waiting.plan_for:
                 if reclaim:
                     # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
                     at = self._reclaim_after(request, flavour)
                     reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
                     continue
-                not_before = max(self.now, after)
+                not_before = self.now
                 if quota_reason is not None:
-                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason)
+                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason, nominal_only)
                     if quota_free is None:
                         continue
                     not_before = max(not_before, quota_free)
@@ -760,17 +849,17 @@ class _Cycle:
         return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
 
     def result(self) -> CycleResult:
-        waits: list[Wait] = []
-        for team in sorted(self.queues):
-            position = 0
+        waiting = self.waiting
+        position: dict[str, int] = {}
+        for team in self.queues:
+            count = 0
             for job in self.queues[team]:
-                waiting = self.waiting.get(job.request.id)
-                if waiting is None:
-                    continue
-                position += 1
-                waits.append(Wait(job.request.id, waiting.reason, waiting.message, position, waiting.estimate))
-        rank = {job_id: k for k, job_id in enumerate(self.processed)}
-        waits.sort(key=lambda w: rank[w.job_id])
+                job_id = job.request.id
+                if job_id in waiting:
+                    count += 1
+                    position[job_id] = count
+        waits = [Wait(job_id, w.reason, w.message, position[job_id], w.estimate)
+                 for job_id in self.processed if (w := waiting.get(job_id)) is not None]
         return CycleResult(now=self.now, admits=self.admits, preempts=self.preempts,
                            reservations=self.reservations, waits=waits)
 

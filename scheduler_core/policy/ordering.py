@@ -22,11 +22,14 @@ from .snapshot import Band, PendingJob, PolicyConfig
 
 def service_level(job: PendingJob, now: float, config: PolicyConfig) -> int:
     """0, 1, 2…: how much GPU·time a small job has already had. Large jobs and long waiters are level 0."""
-    if job.request.units > config.small_job_max_units:
+    if job.request.units > config.small_job_max_units or now - job.queued_at >= config.starvation_after_s:
         return 0
-    if now - job.queued_at >= config.starvation_after_s:
-        return 0
-    return sum(1 for threshold in config.service_levels_gpu_s if job.attained_gpu_s >= threshold)
+    attained = job.attained_gpu_s
+    level = 0
+    for threshold in config.service_levels_gpu_s:
+        if attained >= threshold:
+            level += 1
+    return level
 
 
 def team_key(job: PendingJob, now: float, config: PolicyConfig) -> tuple[int, int, int, float, float, str]:
@@ -37,12 +40,15 @@ def team_key(job: PendingJob, now: float, config: PolicyConfig) -> tuple[int, in
 
 
 def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig) -> dict[str, list[PendingJob]]:
-    """Each team's pending jobs in its own queue order."""
-    queues: dict[str, list[PendingJob]] = {}
+    """Each team's pending jobs in its own queue order (``team_key``, computed once per job)."""
+    keyed: dict[str, list[tuple[tuple[int, int, int, float, float, str], PendingJob]]] = {}
     for job in pending:
-        queues.setdefault(job.request.team, []).append(job)
-    for jobs in queues.values():
-        jobs.sort(key=lambda j: team_key(j, now, config))
+        keyed.setdefault(job.request.team, []).append((team_key(job, now, config), job))
+    queues: dict[str, list[PendingJob]] = {}
+    for team in sorted(keyed):
+        rows = keyed[team]
+        rows.sort(key=lambda row: row[0])
+        queues[team] = [job for _, job in rows]
     return queues
 
 

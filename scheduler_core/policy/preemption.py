@@ -166,8 +166,26 @@ class VictimSearch:
         if not candidates:
             return None
 
+        pool, request = self.pool, self.request
+        g, pods = request.units_per_pod, request.pods
+        whole = pool.uniform_cap == g
+
+        def enough() -> bool:
+            """Counts alone say whether a gang could fit yet (skips placing while victims are removed)."""
+            if pods == 1:
+                return True
+            b = ctx.within_block
+            if b is None:
+                if whole:
+                    return sum(pool.whole.values()) + sum(pool.whole_spare.values()) >= pods
+                return (pool.free_units + pool.free_spare) // g >= pods
+            if whole:
+                return pool.whole[b] + pool.whole_spare[b] >= pods
+            return (pool.bfree[b] + pool.bfree_spare[b]) // g >= pods
+
         def fits() -> bool:
-            return self._quota_ok() and place(self.cap, self.pool, self.request, ctx, self.small) is not None
+            return (enough() and self._quota_ok()
+                    and place(self.cap, self.pool, self.request, ctx, self.small) is not None)
 
         victims = minimal_victims(candidates, self._remove, self._restore, fits)
         if victims is None:
@@ -179,6 +197,37 @@ class VictimSearch:
             self._restore(v)
         assert placement is not None
         return Found(victims, placement)
+
+    def settle(self, leaving: Sequence[Victim], gone_at: Mapping[str, float]) -> Found | None:
+        """The fewest of ``leaving`` (soonest gone first) whose exit makes the job fit, or ``None``. One pod
+        looks at the node whose leaving jobs free enough units soonest first."""
+        if self.request.pods == 1:
+            pool, ctx, g = self.pool, self.ctx, self.request.units_per_pod
+            per_node: dict[int, list[tuple[Victim, int]]] = {}
+            for v in leaving:
+                for j, units in self.spots[v.id]:
+                    per_node.setdefault(j, []).append((v, units))
+            best: tuple[tuple[float, int], list[Victim]] | None = None
+            for j in sorted(per_node):
+                if not pool.usable[j] or pool.spare[j] or pool.cap[j] < g:
+                    continue
+                need = g - pool.hold_room(j, ctx.end)
+                chosen: list[Victim] = []
+                for v, units in per_node[j]:
+                    if need <= 0:
+                        break
+                    need -= units
+                    chosen.append(v)
+                if need > 0 or not chosen:
+                    continue
+                rank = (max(gone_at[v.id] for v in chosen), j)
+                if best is None or rank < best[0]:
+                    best = (rank, chosen)
+            if best is None:
+                return None
+            first = {v.id for v in best[1]}
+            return self._try(best[1] + [v for v in leaving if v.id not in first], ctx)
+        return self._try(leaving, self.ctx)
 
     def run(self, candidates: Sequence[Victim]) -> Found | None:
         """Cheapest victims for the job among ``candidates`` (sorted by cost), or ``None``."""
@@ -192,9 +241,12 @@ class VictimSearch:
         level = request.topology_level
         confined = level is not None and level < TopologyLevel.CLUSTER and (
             request.topology_required or not self.ctx.widened)
-        if self.reclaim_target is not None or not confined:
+        if self.reclaim_target is not None:
             return self._try(candidates, self.ctx)
-        return self._per_block(candidates)
+        if confined:
+            return self._per_block(candidates)
+        # A gang that may spread: one block if victims there suffice (the smaller domain), else anywhere.
+        return self._per_block(candidates) or self._try(candidates, self.ctx)
 
     def _single(self, candidates: Sequence[Victim]) -> Found | None:
         pool, ctx, g = self.pool, self.ctx, self.request.units_per_pod
@@ -247,4 +299,6 @@ class VictimSearch:
                 rank = (found.gpu_hours, len(found.victims), b)
                 if best is None or rank < best[0]:
                     best = (rank, found)
+                if found.gpu_hours == 0.0:
+                    break      # scavenger work only: nothing cheaper exists
         return None if best is None else best[1]

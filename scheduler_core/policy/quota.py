@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
@@ -208,68 +208,123 @@ class QuotaLedger:
 class QuotaClock:
     """When quota will let a job in, replaying the ends of the jobs that hold it (for estimated starts).
 
-    ``holdings`` are (end, team, flavour, units) of everything that counts against quota at the end of the
-    cycle: running jobs (at their time limit, or their termination deadline) and the cycle's own admissions.
-    A team's usage only falls as its jobs end, so the replay is exact for the quota as configured."""
+    The *base* is the cycle's starting point: usage per team (``base_usage``) and the (end, team, flavour,
+    units) of the running jobs that make it up. A team's usage only falls as its jobs end, so replaying those
+    ends in time order is exact, and the replay is built once per cycle, as far as questions reach.
 
-    def __init__(self, ledger: QuotaLedger, holdings: Iterable[tuple[float, str, str, int]]) -> None:
+    What the cycle itself adds — admissions, and reservations (held from now, without holes, like their
+    nodes) — are *changes* on top: the asking team's own are counted exactly, every other team's as taking
+    its units straight out of the cohort's pool (an upper bound on what they can take: a team's offer minus
+    its borrowing never drops by more than its usage grows). Estimates can only come out late, never early,
+    which is the safe side for a reservation.
+    """
+
+    def __init__(self, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],
+                 holdings: Iterable[tuple[float, str, str, int]]) -> None:
         self.ledger = ledger
+        self.base_usage = dict(base_usage)
         self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
         for end, team, flavour, units in holdings:
             self.ends.setdefault(self._key(team, flavour), []).append((end, team, units))
         for rows in self.ends.values():
             rows.sort()
-        self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
-        self._generation: dict[tuple[str, str], int] = {}
         self._replays: dict[tuple[str, str], _Replay] = {}
-        self.extra: dict[tuple[str, str], int] = {}
+        self._changes: dict[tuple[str, str], _Changes] = {}
+        self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
 
     def _key(self, team: str, flavour: str) -> tuple[str, str]:
         state = self.ledger.teams.get(team)
         return (state.cohort if state else "team:" + team, flavour)
 
     def add(self, end: float, team: str, flavour: str, units: int) -> None:
-        """Something new holds quota until ``end`` (an admission later in the cycle)."""
+        """Something the cycle started holds quota from now until ``end`` (an admission, a reservation)."""
         key = self._key(team, flavour)
-        insort(self.ends.setdefault(key, []), (end, team, units))
-        self._generation[key] = self._generation.get(key, 0) + 1
+        changes = self._changes.get(key)
+        if changes is None:
+            changes = self._changes[key] = _Changes()
+        changes.add(end, team, units)
 
-    def reserve(self, end: float, team: str, flavour: str, units: int) -> None:
-        """A reservation holds quota from now (no holes, like its nodes) until ``end``."""
-        self.extra[(team, flavour)] = self.extra.get((team, flavour), 0) + units
-        self.add(end, team, flavour, units)
+    reserve = add
 
-    def free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
-        """The earliest instant quota could admit ``request`` (``None``: never, as configured)."""
-        key = (request.team, flavour, request.units, reason, request.preemptible)
-        generation = self._generation.get(self._key(request.team, flavour), 0)
+    def free_at(self, request: JobRequest, flavour: str, reason: Reason, nominal_only: bool = False) -> float | None:
+        """The earliest instant quota could admit ``request`` (``None``: never, as configured);
+        ``nominal_only``: it may not borrow (a reserved non-preemptible job of its team needs the nominal)."""
+        preemptible = request.preemptible and not nominal_only
+        key = (request.team, flavour, request.units, reason, preemptible)
+        changes = self._changes.get(self._key(request.team, flavour))
+        version = changes.version if changes else 0
         hit = self._cache.get(key)
-        if hit is not None and hit[0] == generation:
+        if hit is not None and hit[0] == version:
             return hit[1]
-        value = self._free_at(request, flavour, reason)
-        self._cache[key] = (generation, value)
+        value = self._free_at(request, flavour, reason, preemptible, changes)
+        self._cache[key] = (version, value)
         return value
 
-    def _free_at(self, request: JobRequest, flavour: str, reason: Reason) -> float | None:
+    def _free_at(self, request: JobRequest, flavour: str, reason: Reason, preemptible: bool,
+                 changes: _Changes | None) -> float | None:
         state = self.ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
         if reason is Reason.QUOTA_FULL:
-            limit = quota.nominal if not request.preemptible else (
+            limit = quota.nominal if not preemptible else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
             if limit is not None and request.units > limit:
                 return None
         key = (state.cohort, flavour)
-        generation = self._generation.get(key, 0)
         replay = self._replays.get(key)
-        if replay is None or replay.generation != generation:
+        if replay is None:
             members = self.ledger.members.get(state.cohort, [])
-            usage = {team: self.ledger.usage.get((team, flavour), 0) + self.extra.get((team, flavour), 0)
-                     for team in members}
-            replay = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []), generation)
-            self._replays[key] = replay
-        return replay.earliest(request, quota)
+            usage = {team: self.base_usage.get((team, flavour), 0) for team in members}
+            replay = self._replays[key] = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []))
+        return replay.earliest(request, quota, preemptible, changes)
+
+
+class _Changes:
+    """Units the cycle added to one cohort's quota, each until its end: active totals at any instant."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, str, int]] = []
+        self.version = 0
+        self._built = -1
+        self._ends: list[float] = []
+        self._after: list[int] = []
+        self._team: dict[str, tuple[list[float], list[int]]] = {}
+
+    def add(self, end: float, team: str, units: int) -> None:
+        insort(self.rows, (end, team, units))
+        self.version += 1
+
+    def _build(self) -> None:
+        if self._built == self.version:
+            return
+        self._ends = [end for end, _, _ in self.rows]
+        self._after = self._suffix([units for _, _, units in self.rows])
+        rows_by_team: dict[str, list[tuple[float, int]]] = {}
+        for end, team, units in self.rows:
+            rows_by_team.setdefault(team, []).append((end, units))
+        self._team = {team: ([end for end, _ in rows], self._suffix([units for _, units in rows]))
+                      for team, rows in rows_by_team.items()}
+        self._built = self.version
+
+    @staticmethod
+    def _suffix(values: list[int]) -> list[int]:
+        out = [0] * (len(values) + 1)
+        for index in range(len(values) - 1, -1, -1):
+            out[index] = out[index + 1] + values[index]
+        return out
+
+    def ends_between(self, lower: float, upper: float) -> list[float]:
+        """Ends of changes strictly after ``lower`` and before ``upper``, in order."""
+        self._build()
+        return self._ends[bisect_right(self._ends, lower):bisect_left(self._ends, upper)]
+
+    def active(self, at: float, team: str) -> tuple[int, int]:
+        """(units of all changes still held at ``at``, of which ``team``'s)."""
+        self._build()
+        total = self._after[bisect_right(self._ends, at)]
+        ends, after = self._team.get(team, ([], [0]))
+        return total, after[bisect_right(ends, at)]
 
 
 class _Replay:
@@ -279,8 +334,7 @@ class _Replay:
     galloping search finds the first such k, and the replay is extended only as far as questions reach."""
 
     def __init__(self, ledger: QuotaLedger, flavour: str, members: list[str], usage: dict[str, int],
-                 ends: list[tuple[float, str, int]], generation: int) -> None:
-        self.generation = generation
+                 ends: list[tuple[float, str, int]]) -> None:
         self.ends = ends
         self.times = [end for end, _, _ in ends]
         self.terms: dict[str, tuple[int, int] | None] = {}
@@ -329,35 +383,49 @@ class _Replay:
         ks, values = self.steps.get(team, ([0], [0]))
         return values[bisect_right(ks, k) - 1]
 
-    def earliest(self, request: JobRequest, quota: Quota) -> float | None:
+    def earliest(self, request: JobRequest, quota: Quota, preemptible: bool,
+                 changes: _Changes | None) -> float | None:
+        """The first instant (a base end, or the end of one of the cycle's changes) at which the job fits."""
         team = request.team
+        times = self.times
 
-        def fits(k: int) -> bool:
+        def fits(at: float) -> bool:
+            k = bisect_right(times, at)
             self._extend(k)
-            used = self._usage(team, k)
-            after = used + request.units
+            base = self._usage(team, k)
+            others = own = 0
+            if changes is not None:
+                total, own = changes.active(at, team)
+                others = total - own
+            after = base + own + request.units
             if after <= quota.nominal:
                 return True
-            if not request.preemptible:
+            if not preemptible:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
                 return False
-            return self.pool[k] - self._net(team, used) + self._net(team, after) >= 0
+            return self.pool[k] - self._net(team, base) - others + self._net(team, after) >= 0
 
-        n = len(self.times)
-        if fits(0):
+        if fits(-math.inf):
             return -math.inf
-        low, high = 0, 1                  # not fits(low); gallop until fits(high)
-        while high < n and not fits(high):
-            low, high = high, min(2 * high, n)
-        if high >= n:
-            high = n
-            if not fits(n):
-                return None
-        while high - low > 1:
-            mid = (low + high) // 2
-            if fits(mid):
-                high = mid
-            else:
-                low = mid
-        return self.times[high - 1]
+        n = len(times)
+        found: int | None = None          # the first base end at which it fits (1-based)
+        if n:
+            low, high = 0, 1              # not fits before ``low`` ends; gallop until fits(high)
+            while high < n and not fits(times[high - 1]):
+                low, high = high, min(2 * high, n)
+            if high < n or fits(times[n - 1]):
+                while high - low > 1:
+                    mid = (low + high) // 2
+                    if fits(times[mid - 1]):
+                        high = mid
+                    else:
+                        low = mid
+                found = high
+        lower = times[found - 2] if found is not None and found >= 2 else -math.inf
+        upper = times[found - 1] if found is not None else math.inf
+        if changes is not None:
+            for end in changes.ends_between(lower, upper):
+                if fits(end):
+                    return end
+        return None if found is None else upper

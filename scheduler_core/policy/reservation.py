@@ -104,14 +104,11 @@ class Timeline:
             if times is None:
                 continue
             until = job_end(job, now)
-            for _, j, bits in cap.pod_bits(job.placement):
+            for _, j, _, units in cap.pod_bits(job.placement):
                 row = times[j]
-                unit = 0
-                while bits:
-                    if bits & 1:
+                for unit in units:
+                    if unit < len(row):
                         row[unit] = until
-                    bits >>= 1
-                    unit += 1
 
     # -- updates -----------------------------------------------------------------------------------------------
 
@@ -125,7 +122,7 @@ class Timeline:
         times = self.times.get(flavour)
         if times is None:
             return
-        for i, j, bits in self.cap.pod_bits(placement):
+        for i, j, bits, _ in self.cap.pod_bits(placement):
             row = times[j]
             taken = [unit for unit in range(len(row)) if bits >> unit & 1]
             booked = self.booked.get((flavour, j))
@@ -211,10 +208,14 @@ class Timeline:
             return self._earliest_single(pool, request, not_before, avoid)
         return self._earliest_gang(pool, request, not_before, widen_at, avoid)
 
-    def _units_at(self, pool: Pool, j: int, count: int) -> tuple[int, ...]:
+    def _units_at(self, pool: Pool, j: int, count: int, start: float) -> tuple[int, ...]:
+        """The ``count`` units of node ``j`` a booking from ``start`` takes: among those free by then, the
+        ones that free last (best fit in time), so units free sooner stay for jobs that can use them sooner."""
         row = self.times[pool.flavour][j]
-        order = sorted(range(len(row)), key=lambda u: (row[u], u))
-        return tuple(sorted(order[:count]))
+        ready = sorted((u for u in range(len(row)) if row[u] <= start), key=lambda u: (-row[u], u))
+        if len(ready) < count:
+            ready += sorted((u for u in range(len(row)) if row[u] > start), key=lambda u: (row[u], u))
+        return tuple(sorted(ready[:count]))
 
     def _earliest_single(self, pool: Pool, request: JobRequest, not_before: float,
                          avoid: frozenset[int]) -> Slot | None:
@@ -229,8 +230,9 @@ class Timeline:
             best = heap[0] if heap else None
         if best is None or best[0] == INF:
             return None
-        start, j = best
-        return Slot(pool.flavour, max(start, not_before, self.now), ((j, self._units_at(pool, j, g)),))
+        at = max(best[0], not_before, self.now)
+        j = best[1]
+        return Slot(pool.flavour, at, ((j, self._units_at(pool, j, g, at)),))
 
     def _events(self, pool: Pool, nodes: Iterable[int], g: int, spares: bool,
                 avoid: frozenset[int]) -> list[tuple[float, int]]:
@@ -283,7 +285,8 @@ class Timeline:
             if best is not None and best[0] < INF:
                 g = pool.uniform_cap or 0
                 return Slot(pool.flavour, best[0],
-                            tuple((j, self._units_at(pool, j, g)) for _, j in sorted(best[3], key=lambda e: e[1])))
+                            tuple((j, self._units_at(pool, j, g, best[0]))
+                                  for _, j in sorted(best[3], key=lambda e: e[1])))
         return None
 
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
@@ -332,7 +335,7 @@ class Timeline:
                     per_node[j] = per_node.get(j, 0) + 1
                 slot_pods: list[tuple[int, tuple[int, ...]]] = []
                 for j in sorted(per_node):
-                    units = self._units_at(pool, j, per_node[j] * g)
+                    units = self._units_at(pool, j, per_node[j] * g, start)
                     for k in range(per_node[j]):
                         slot_pods.append((j, units[k * g:(k + 1) * g]))
                 return Slot(pool.flavour, start, tuple(slot_pods))

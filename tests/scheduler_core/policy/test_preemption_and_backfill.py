@@ -46,14 +46,15 @@ CASES = [
          .run(make_job("x").pods(1, 8).non_preemptible(), "b0-n00", started=-9000)
          .pending(make_job("a").team("search").pods(1, 8).priority("critical")).build(),
          0.0, [("reserve", "a", "b0-n00", 4 * H - 9000), ("wait", "a", "WaitingForCapacity", 1, 4 * H - 9000)]),
-    Case("time limit: preemptible jobs checkpoint and end, others stop at once; a leaving job is left alone",
+    Case("time limit: preemptible jobs checkpoint and end, others stop at once; a leaving job is left alone; "
+         "a job that fits once they have gone waits for them instead of preempting",
          lambda: make_snapshot(make_cluster().block("b0", 3)).team("fraud", h100=32)
          .run(make_job("p").pods(1, 8).limit(H), "b0-n00", started=-H)
          .run(make_job("np").pods(1, 8).limit(H).non_preemptible(), "b0-n01", started=-2 * H)
          .run(make_job("gone").pods(1, 8).limit(H), "b0-n02", started=-2 * H, terminating=True, terminate_by=60)
          .pending(make_job("a").pods(1, 8)).build(),
          0.0, [("preempt", "np", "TimeLimit", 0.0, False, None), ("preempt", "p", "TimeLimit", 300.0, False, None),
-               ("reserve", "a", "b0-n01", 0.0), ("wait", "a", "WaitingForCapacity", 1, 0.0)]),
+               ("reserve", "a", "b0-n01", 0.0), ("wait", "a", "PreemptingVictims", 1, 0.0)]),
     Case("backfill: a job that ends before the reservation, or keeps off its nodes, starts; others wait",
          lambda: make_snapshot(make_cluster().block("b0", 4).block("b1", 1)).team("fraud", h100=64)
          .team("search", h100=64)
@@ -71,7 +72,8 @@ CASES = [
          .run(make_job("b").team("fraud").pods(4, 8).limit(24 * H), nodes_of("b0", 4), admitted="borrowed",
               started=-H, checkpoint=-600)
          .pending(make_job("big").team("genai").pods(4, 8).required("block")).build(),
-         0.0, [("preempt", "b", "Reservation", 300.0, True, "big"), ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
+         0.0, [("preempt", "b", "Reservation", 300.0, True, "big"),
+               ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
                ("wait", "big", "PreemptingVictims", 1, 300.0)]),
     Case("a near reservation: wait for it rather than preempt",
          lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import replace
 from typing import Any
@@ -26,7 +27,9 @@ from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, 
 
 from .builders import H, make_cluster, make_job
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("SHOAL_HYPOTHESIS_EXAMPLES", "100")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: 100 examples each keep the file under ~15 s; SHOAL_HYPOTHESIS_EXAMPLES=2500 for a deep search.
+EXAMPLES = int(os.environ.get("SHOAL_HYPOTHESIS_EXAMPLES", "100"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -58,8 +61,9 @@ def worlds(draw: Any, one_team: bool = False) -> tuple[World, list[float]]:
             borrow = draw(st.one_of(st.none(), st.integers(0, 24)))
             lend = draw(st.one_of(st.none(), st.integers(0, nominal)))
             quotas[f] = Quota(nominal=nominal, borrowing_limit=borrow, lending_limit=lend)
-        teams[f"t{t}"] = TeamState(f"t{t}", cohort=f"c{draw(st.integers(0, 1))}", weight=draw(st.sampled_from([1.0, 2.0])),
-                                   quotas=quotas, decayed_usage={"gpu": draw(st.floats(0, 1e5))})
+        teams[f"t{t}"] = TeamState(f"t{t}", cohort=f"c{draw(st.integers(0, 1))}",
+                                   weight=draw(st.sampled_from([1.0, 2.0])), quotas=quotas,
+                                   decayed_usage={"gpu": draw(st.floats(0, 1e5))})
     pending = []
     runtimes = {}
     for k in range(draw(st.integers(4, 14))):

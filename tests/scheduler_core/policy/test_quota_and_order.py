@@ -94,6 +94,15 @@ QUOTA = [
          .run(make_job("r3").pods(3, 8), ["b0-n01", "b0-n02", "b0-n03"], admitted="borrowed", started=-4000)
          .pending(make_job("a").team("search").pods(1, 8)).build(),
          0.0, [("reserve", "a", "b0-n00", 120.0), ("wait", "a", "PreemptingVictims", 1, 120.0)]),
+    Case("a job that fits once leaving jobs exit waits for them, even when nobody recorded whom they left for",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=64)
+         .run(make_job("r").pods(1, 8), "b0-n00", admitted="borrowed", started=-4000, terminating=True,
+              terminate_by=120.0)
+         .run(make_job("r2").pods(4, 8), ["b1-n00", "b1-n01", "b1-n02", "b1-n03"], admitted="borrowed",
+              started=-4000)
+         .run(make_job("r3").pods(3, 8), ["b0-n01", "b0-n02", "b0-n03"], admitted="borrowed", started=-4000)
+         .pending(make_job("a").team("search").pods(1, 8)).build(),
+         0.0, [("reserve", "a", "b0-n00", 120.0), ("wait", "a", "PreemptingVictims", 1, 120.0)]),
 ]
 
 ORDER = [
