@@ -91,6 +91,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
+    from ..services import ServiceContext, start_services, stop_services
 
     favour_latency()
     _, nodes = load_cluster(options.cluster)
@@ -149,6 +150,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
             executor.close()
             store.dispose()
             raise
+    # Services built on the API (the sweep controller), found as `shoal.services` entry points; the core never
+    # imports them. They act only while this process leads.
+    services = start_services(ServiceContext(
+        api_url=f"http://127.0.0.1:{port}" if options.host in ("0.0.0.0", "") else f"http://{options.host}:{port}",
+        state_dir=options.state_dir, tokens=store, is_leader=lambda: live.is_leader))
     if announce:
         _announce(options, port, len(nodes), [t.name for t in teams.teams], admin_token)
         if hub_settings is not None:
@@ -162,7 +168,8 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         await stop.wait()
     finally:
         click.echo("shoal: stopping (running jobs keep running; the next 'shoal up' adopts them)", err=True)
-        if hub is not None:  # first, while the API still answers: the hub stops its notebooks, freeing the slices
+        await asyncio.to_thread(stop_services, services)
+        if hub is not None:  # while the API still answers: the hub stops its notebooks, freeing the slices
             await asyncio.to_thread(hub.stop)
         server.stop()
         await server.close_all_connections()
@@ -213,7 +220,7 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
                f"{executor_dir(options.state_dir)}/logs/JOB/ATTEMPT/rank-N.log")
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
-    click.echo(f"  export SHOAL_TOKEN=$(shoal token create --user $USER --team {team_names[0]}{flags})")
+    click.echo(f"  export SHOAL_TOKEN=$(shoal token create --team {team_names[0]}{flags})")
     click.echo("  shoal submit deploy/examples/two-pods.yaml && shoal queue")
     if admin_token is not None:
         click.echo(f"An admin token (shown once, may act on every team): {admin_token}")
