@@ -16,7 +16,7 @@ Placement is first fit (``freemap``), with the same hard rules as Shoal's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..policy.types import Policy
