@@ -18,7 +18,7 @@ from ..model.flavours import FLAVOURS
 from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
-from .defrag import moves_in_flight, plan_moves
+from .defrag import fragmented, moves_in_flight, plan_moves
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .ordering import TeamOrder, band_hint, team_queues
 from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
@@ -774,15 +774,13 @@ class _Cycle:
             if request.pods > 1 and waiting.reason in _CAPACITY_REASONS and waiting.plan_for:
                 flavour = waiting.plan_for[0][0]
                 gangs[flavour] = gangs.get(flavour, 0) + 1
-        if not gangs:
-            return
-        still = [job for job in self.running if job.request.id not in self.leaving]
         for flavour in sorted(gangs):
             pool = self.cap.pools[flavour]
-            if moves_in_flight(self.cap, pool, self.running, self.config):
+            if not fragmented(pool, self.config) or moves_in_flight(self.cap, pool, self.running, self.config):
                 continue
-            for v in plan_moves(self.cap, pool, [j for j in still if j.placement.flavour == flavour],
-                                self.now, self.config):
+            still = [job for job in self.running
+                     if job.placement.flavour == flavour and job.request.id not in self.leaving]
+            for v in plan_moves(self.cap, pool, still, self.now, self.config):
                 grace = self._grace(v.job)
                 self.preempts.append(Preempt(v.id, PreemptReason.DEFRAGMENT, grace, requeue=True))
                 self._mark_leaving(v.job, self.now + grace)

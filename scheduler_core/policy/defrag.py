@@ -37,6 +37,14 @@ def free_shape(pool: Pool) -> Shape:
     return Shape(pool.free_units, largest)
 
 
+def fragmented(pool: Pool, config: PolicyConfig) -> bool:
+    """The largest free whole-node shape in one block is below ``defrag_ratio`` of the free units."""
+    if pool.uniform_cap is None or config.defrag_max_moves <= 0:
+        return False
+    shape = free_shape(pool)
+    return shape.free_units > 0 and shape.largest_block_units < config.defrag_ratio * shape.free_units
+
+
 def movable(job: RunningJob, now: float, config: PolicyConfig) -> bool:
     request = job.request
     return (request.pods == 1 and request.units <= config.small_job_max_units and request.preemptible
@@ -60,10 +68,7 @@ def plan_moves(cap: Capacity, pool: Pool, running: Sequence[RunningJob], now: fl
     """Small jobs to move so one block of ``pool`` opens up; empty when not worth it or not possible.
 
     ``running`` are the jobs still running after this cycle's own decisions (none terminating)."""
-    if pool.uniform_cap is None or config.defrag_max_moves <= 0:
-        return []
-    shape = free_shape(pool)
-    if shape.free_units == 0 or shape.largest_block_units >= config.defrag_ratio * shape.free_units:
+    if not fragmented(pool, config):
         return []
     on_node: dict[int, list[RunningJob]] = {}
     for job in running:
