@@ -1,108 +1,74 @@
-"""The notebook pod for JupyterHub on Kubernetes, as pure functions of the grant (tested without a cluster).
+"""The spawner's Kubernetes side: the server's private environment as a Secret, and where the server listens.
 
-On Kubernetes the scheduler's grant names a node and the exact units on it. The pod is bound to that node
-(``nodeName``: the scheduler has already placed it, so kube-scheduler must not place it again), asks the device
-plugin for one unit of the granted MIG profile (``nvidia.com/mig-1g.10gb``) or whole GPUs (``nvidia.com/gpu``) so
-the kubelet's own accounting agrees with Shoal's, and sees exactly the granted devices through
-``NVIDIA_VISIBLE_DEVICES``/``CUDA_VISIBLE_DEVICES``. The hub's token goes in a Secret of its own, never in the
-job's spec or the pod's literal env.
+On Kubernetes the notebook job's pod is made by the scheduler's executor from the same builders as every job pod
+(``scheduler_core.kube.manifests``): bound to the granted node, asking the device plugin for one unit of the granted
+MIG profile (``nvidia.com/mig-1g.10gb``), ``CUDA_VISIBLE_DEVICES`` naming that slice inside the pod. One set of pod
+builders, so a notebook can never land anywhere but on its grant. The spawner adds only what the job's spec must not
+carry — the hub's token and the rest of the hub's environment, in the Secret ``<gang>-env`` that the pod's ``envFrom``
+names (a notebook's pod waits for it) — and it knows the server's address before the pod exists: rank 0's DNS name
+through the gang's headless Service.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+import asyncio
+from collections.abc import Mapping
+from typing import Any
 
-from scheduler_core.model import get_flavour
+from scheduler_core.kube.manifests import gpu_resource, make_secret
+from scheduler_core.kube.names import env_secret_name, pod_address
 
-_DNS = re.compile(r"[^a-z0-9-]+")
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """What the scheduler granted a notebook job: where, which flavour, and the devices it may see."""
-
-    job_id: str
-    node: str
-    flavour: str
-    units: int
-    devices: tuple[str, ...]
+__all__ = ["NotebookSecrets", "gpu_resource", "notebook_address"]
 
 
-@dataclass(frozen=True, slots=True)
-class NotebookPodSpec:
-    user: str
-    server_name: str
-    namespace: str
-    image: str
-    command: Sequence[str]
-    port: int
-    env: Mapping[str, str] = field(default_factory=dict)   # no secrets here
-    secret_name: str = ""                                   # holds JUPYTERHUB_API_TOKEN etc.
-    secret_keys: Sequence[str] = ()
-    cpu: str = "2"
-    memory: str = "16Gi"
-    labels: Mapping[str, str] = field(default_factory=dict)
-    service_account: str | None = None
+def notebook_address(job_id: str, namespace: str, cluster_domain: str = "cluster.local") -> str:
+    """The single-user server's host: the notebook pod's DNS name (resolvable as soon as the pod has an IP)."""
+    return pod_address(job_id, 0, namespace, cluster_domain)
 
 
-def pod_name(user: str, server_name: str) -> str:
-    """A DNS-1123 name for ``user``'s server (``jupyter-alice``, ``jupyter-ann-corp-gpu``)."""
-    raw = _DNS.sub("-", f"jupyter-{user}{'-' + server_name if server_name else ''}".lower()).strip("-")
-    return raw[:63].rstrip("-")
+class NotebookSecrets:
+    """Creates and deletes a notebook job's environment Secret through the official client (in a worker thread:
+    the hub's event loop must not block on the API server)."""
+
+    def __init__(self, api_client: Any, namespace: str) -> None:
+        from kubernetes import client
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+
+    async def put(self, job_id: str, env: Mapping[str, str], labels: Mapping[str, str] | None = None) -> str:
+        """The Secret for ``job_id`` holding ``env`` (replaced if one is there already). Returns its name."""
+        name = env_secret_name(job_id)
+        body = make_secret(name, self.namespace, env, labels)
+
+        def create() -> None:
+            from kubernetes.client.exceptions import ApiException
+            try:
+                self.core.create_namespaced_secret(self.namespace, body, _preload_content=False)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                self.core.delete_namespaced_secret(name, self.namespace, _preload_content=False)
+                self.core.create_namespaced_secret(self.namespace, body, _preload_content=False)
+        await asyncio.to_thread(create)
+        return name
+
+    async def delete(self, job_id: str) -> None:
+        """Remove the job's Secret; one already gone is fine."""
+        name = env_secret_name(job_id)
+
+        def delete() -> None:
+            from kubernetes.client.exceptions import ApiException
+            try:
+                self.core.delete_namespaced_secret(name, self.namespace, _preload_content=False)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        await asyncio.to_thread(delete)
 
 
-def gpu_resource(flavour: str) -> str:
-    """The device plugin's resource name for a flavour: ``nvidia.com/mig-1g.10gb`` or ``nvidia.com/gpu``."""
-    profile = get_flavour(flavour).mig_profile
-    return f"nvidia.com/mig-{profile}" if profile else "nvidia.com/gpu"
+def in_cluster_client() -> Any:
+    """The hub pod's own service account (Zero to JupyterHub's hub has one)."""
+    from kubernetes import client, config
+    config.load_incluster_config()
+    return client.ApiClient()
 
-
-def make_notebook_pod(spec: NotebookPodSpec, grant: Grant) -> dict[str, Any]:
-    """The pod manifest (a plain dict, as ``kubectl apply`` takes it) for one notebook on its grant."""
-    devices = ",".join(grant.devices)
-    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    env += [{"name": "CUDA_VISIBLE_DEVICES", "value": devices},
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": devices},
-            {"name": "SHOAL_JOB_ID", "value": grant.job_id}]
-    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": spec.secret_name, "key": key}}}
-            for key in spec.secret_keys]
-    gpu = {gpu_resource(grant.flavour): str(grant.units)}
-    labels = {"app.kubernetes.io/name": "shoal-notebook", "app.kubernetes.io/component": "singleuser-server",
-              "shoal.io/job-id": grant.job_id, "hub.jupyter.org/username": _DNS.sub("-", spec.user.lower())[:63],
-              **spec.labels}
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name(spec.user, spec.server_name), "namespace": spec.namespace, "labels": labels,
-                     "annotations": {"shoal.io/node": grant.node, "shoal.io/devices": devices}},
-        "spec": {
-            "nodeName": grant.node,
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": spec.service_account is not None,
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 100},
-            "containers": [{
-                "name": "notebook",
-                "image": spec.image,
-                "command": list(spec.command),
-                "ports": [{"name": "notebook-port", "containerPort": spec.port}],
-                "env": env,
-                "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory, **gpu},
-                              "limits": {"memory": spec.memory, **gpu}},
-                "securityContext": {"allowPrivilegeEscalation": False},
-            }],
-            "terminationGracePeriodSeconds": 10,
-        },
-    }
-    if spec.service_account is not None:
-        pod["spec"]["serviceAccountName"] = spec.service_account
-    return pod
-
-
-def make_notebook_secret(name: str, namespace: str, values: Mapping[str, str],
-                         labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The Secret that carries the hub's token (and anything else private) to the pod."""
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-            "stringData": dict(values)}

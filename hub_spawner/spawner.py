@@ -5,6 +5,11 @@ page shows the reason, queue position and estimated start through ``progress``).
 job's command, which is the single-user server itself (``hub_spawner.launch``), pinned to the granted slice by the
 executor's ``CUDA_VISIBLE_DEVICES``. So the scheduler launches, accounts and stops everything it granted; the spawner
 only submits, watches and cancels. ``stop`` cancels the job, which releases the slice at once.
+
+Two launchers (``launcher``): ``local`` (the scheduler's local executor runs the server as a process; the hub's
+private environment travels in a file only its owner reads) and ``kubernetes`` (the scheduler's Kubernetes executor
+runs it as a pod of ``image`` on the granted node and slice; the private environment travels in a Secret, and the
+server is reached at the pod's DNS name — ``hub_spawner.kube``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any, AsyncIterator
 
 from jupyterhub.spawner import Spawner, SpawnException
 from jupyterhub.utils import random_port
-from traitlets import Bool, Callable, Dict, Float, Integer, List, Unicode, default
+from traitlets import Bool, Callable, Dict, Enum, Float, Integer, List, Unicode, default
 
 from scheduler_core.model import parse_duration
 
@@ -94,6 +99,33 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
     work_dir = Unicode(
         "~/shoal-notebooks/{username}",
         help="Working directory of the single-user server ({username} and the other Spawner fields expand).",
+    ).tag(config=True)
+
+    launcher = Enum(
+        ["local", "kubernetes"], default_value="local",
+        help="Who runs the server: 'local' (the scheduler's local executor, a process on its machine) or "
+             "'kubernetes' (the scheduler's Kubernetes executor, a pod of `image` on the granted node and slice).",
+    ).tag(config=True)
+
+    namespace = Unicode(
+        "shoal-jobs", help="Kubernetes launcher: the namespace of the scheduler's job pods (and of the Secrets "
+                           "carrying each server's hub token).",
+    ).tag(config=True)
+
+    image = Unicode(
+        "", help="Kubernetes launcher: the single-user image (needs jupyterhub-singleuser; Shoal's jobkit and "
+                 "magics for %%gpujob).",
+    ).tag(config=True)
+
+    cluster_domain = Unicode("cluster.local", help="Kubernetes launcher: the cluster's DNS domain.").tag(config=True)
+
+    notebook_port = Integer(8888, help="Kubernetes launcher: the port the server listens on in its pod.").tag(
+        config=True)
+
+    kube_client_factory = Callable(
+        allow_none=True, default_value=None,
+        help="Kubernetes launcher: Callable() -> kubernetes.client.ApiClient; default: the hub pod's own service "
+             "account (in-cluster configuration).",
     ).tag(config=True)
 
     scheduler_factory = Callable(
@@ -233,13 +265,21 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         self.team, self.profile_slug = team, profile.slug
         self.job_token = self.api_token
         await self._release_scheduler()  # a scheduler client from the last spawn holds the last token
-        if not self.port:
-            self.port = random_port()
-        env_file = self._write_env_file()
+        on_kubernetes = self.launcher == "kubernetes"
+        if on_kubernetes:
+            if not self.image:
+                raise SpawnException("ShoalSpawner.image is not set: the Kubernetes launcher needs a single-user "
+                                     "image", reason="config")
+            self.port, self.ip = self.notebook_port, "0.0.0.0"   # each pod has its own address; the hub is outside
+            command = [*self._pod_command(), *self.get_args()]
+        else:
+            if not self.port:
+                self.port = random_port()
+            env_file = self._write_env_file()
+            command = [sys.executable, "-m", "hub_spawner.launch", str(env_file), "--", *self.cmd, *self.get_args()]
         spec = notebook_spec(
-            user=self.user.name, server_name=self.name, team=team, profile=profile,
-            command=[sys.executable, "-m", "hub_spawner.launch", str(env_file), "--", *self.cmd, *self.get_args()],
-            env={"JUPYTERHUB_USER": self.user.name},
+            user=self.user.name, server_name=self.name, team=team, profile=profile, command=command,
+            env={"JUPYTERHUB_USER": self.user.name}, image=self.image if on_kubernetes else None,
             time_limit=parse_duration(self.notebook_time_limit), grace_period=self.stop_grace_period,
         )
         try:
@@ -256,11 +296,47 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
                       profile.flavour)
         self._publish(job)
         try:
+            if on_kubernetes:
+                # The pod waits for this Secret (a notebook's envFrom is not optional), so it may be made now.
+                await self._kube_secrets().put(job.id, self._private_env(), labels={"shoal.io/hub-user": _label(
+                    self.user.name)})
             job = await self._wait_until_running(job, profile)
         except BaseException:
             await self._cancel_quietly("the spawn did not complete")
+            await self._remove_kube_secret()
             raise
+        if on_kubernetes:
+            from .kube import notebook_address
+            return (notebook_address(job.id, self.namespace, self.cluster_domain), self.port)
         return (self.ip or "127.0.0.1", self.port)
+
+    # ------------------------------------------------------------------ Kubernetes launcher
+    _secrets: Any = None
+
+    def _kube_secrets(self) -> Any:
+        if self._secrets is None:
+            from .kube import NotebookSecrets, in_cluster_client
+            factory = self.kube_client_factory if self.kube_client_factory is not None else in_cluster_client
+            self._secrets = NotebookSecrets(factory(), self.namespace)
+        return self._secrets
+
+    def _pod_command(self) -> list[str]:
+        """``cmd`` as the pod runs it: a path on the hub's own machine (the local default) means nothing there."""
+        local_default = self._default_cmd()
+        return ["jupyterhub-singleuser"] if list(self.cmd) == local_default else list(self.cmd)
+
+    def _private_env(self) -> dict[str, str]:
+        """The hub's environment for the server, without what the hub process keeps for itself (``env_keep``: its
+        PATH and locale are not the image's)."""
+        return {k: str(v) for k, v in self.get_env().items() if v is not None and k not in self.env_keep}
+
+    async def _remove_kube_secret(self) -> None:
+        if self.launcher != "kubernetes" or not self.job_id:
+            return
+        try:
+            await self._kube_secrets().delete(self.job_id)
+        except Exception as exc:  # noqa: BLE001 - the API server's errors vary; the stop must go on
+            self.log.warning("%s: deleting the Secret of job %s failed: %s", self._log_name, self.job_id, exc)
 
     async def _wait_until_running(self, job: NotebookJob, profile: Profile) -> NotebookJob:
         """Until the scheduler has granted the slice. The executor launches the server in the same step that
@@ -348,6 +424,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         if job is not None:
             self._note_stop(job)
         self._remove_env_file()
+        await self._remove_kube_secret()
         await self._release_scheduler()
 
     async def _cancel_quietly(self, reason: str) -> NotebookJob | None:
@@ -383,6 +460,12 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         if self.env_file:
             Path(self.env_file).unlink(missing_ok=True)
             self.env_file = None
+
+
+def _label(value: str) -> str:
+    """A label value from a hub user name (which may hold '@' and other characters a label may not)."""
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in value)[:63].strip("-_.")
+    return cleaned or "user"
 
 
 def _refusal_message(exc: SchedulerRefused, team: str, profile: Profile) -> str:

@@ -333,10 +333,12 @@ class Controller:
                                          spec_cost_s=spec.checkpoint.cost,
                                          gpu_hours_per_interruption=self.config.gpu_hours_per_interruption)
         uri = spec.checkpoint.uri or default_checkpoint_uri(self.config.checkpoint_root, spec.team, record.id)
+        attempt = record.restarts + record.infra_restarts + record.preemptions
         request = LaunchRequest(
             job_id=record.id, spec=spec, placement=record.placement, nodes=nodes_of(record.placement, self._nodes),
-            env=gang_env(record.id, spec, record.placement, checkpoint_uri=uri, checkpoint_interval_s=interval),
-            attempt=record.restarts + record.infra_restarts + record.preemptions)
+            env=gang_env(record.id, spec, record.placement, checkpoint_uri=uri, checkpoint_interval_s=interval,
+                         master_addr=self.executor.master_addr(record.id, record.placement, attempt)),
+            attempt=attempt, container_devices=self.executor.container_devices)
         try:
             self.executor.launch(request)
         except (ShoalError, OSError) as exc:

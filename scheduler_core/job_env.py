@@ -43,13 +43,14 @@ def default_checkpoint_uri(root: str, team: str, job_id: str) -> str:
 
 
 def gang_env(job_id: str, spec: JobSpec, placement: Placement, *, checkpoint_uri: str,
-             checkpoint_interval_s: float) -> dict[str, str]:
-    """What every pod of the gang shares: the spec's own env, then the contract's variables over it."""
+             checkpoint_interval_s: float, master_addr: str | None = None) -> dict[str, str]:
+    """What every pod of the gang shares: the spec's own env, then the contract's variables over it.
+    ``master_addr``: where rank 0 is reached (default its node's name; see ``Executor.master_addr``)."""
     env = dict(spec.env)
     env.update({
         "SHOAL_JOB_ID": job_id,
         "WORLD_SIZE": str(len(placement.pods)),
-        "MASTER_ADDR": placement.pods[0].node,
+        "MASTER_ADDR": master_addr if master_addr is not None else placement.pods[0].node,
         "MASTER_PORT": str(master_port(job_id)),
         "SHOAL_CHECKPOINT_URI": checkpoint_uri,
         "SHOAL_CHECKPOINT_INTERVAL": str(int(round(checkpoint_interval_s))),
@@ -62,8 +63,13 @@ def mig_uuid(node: str, gpu: int, slice_index: int) -> str:
     return f"MIG-{uuid.uuid5(MIG_NAMESPACE, f'{node}/{gpu}/{slice_index}')}"
 
 
-def visible_devices(node: Node, flavour: str, units: tuple[int, ...]) -> str:
-    """``CUDA_VISIBLE_DEVICES`` for ``units`` of ``flavour`` on ``node``: GPU indices, or MIG UUIDs for slices."""
+def visible_devices(node: Node, flavour: str, units: tuple[int, ...], *, in_container: bool = False) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for ``units`` of ``flavour`` on ``node``: GPU indices, or MIG UUIDs for slices.
+
+    ``in_container``: the pod sees only its granted devices (Kubernetes' device plugin mounts exactly those, and
+    which physical ones is the kubelet's choice), so they are ``0..n-1`` whatever the node's numbering."""
+    if in_container:
+        return ",".join(str(index) for index in range(len(units)))
     devices = node.devices[flavour]
     parts: list[str] = []
     for index in units:
@@ -82,7 +88,8 @@ def pod_env(request: LaunchRequest, rank: int) -> dict[str, str]:
     env.update({
         "RANK": str(rank),
         "LOCAL_RANK": str(local_rank),
-        "CUDA_VISIBLE_DEVICES": visible_devices(request.nodes[pod.node], request.placement.flavour, pod.units),
+        "CUDA_VISIBLE_DEVICES": visible_devices(request.nodes[pod.node], request.placement.flavour, pod.units,
+                                                in_container=request.container_devices),
     })
     return env
 

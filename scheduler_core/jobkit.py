@@ -30,6 +30,9 @@ appearance is atomic on those stores — by implementing the small ``_Storage`` 
 Environment (set by the executor, DESIGN §3.3): ``SHOAL_CHECKPOINT_URI``, ``SHOAL_CHECKPOINT_INTERVAL`` (seconds or
 ``auto``), ``SHOAL_CHECKPOINT_COST`` (expected seconds per save, until measured), ``SHOAL_GANG_GPUS``, ``RANK``,
 ``SHOAL_JOB_ID`` and ``SHOAL_REPORT_FILE`` (where checkpoints and step times are reported to the scheduler).
+Where the scheduler cannot signal a process (a Kubernetes pod), it asks for a checkpoint by raising a counter in
+``SHOAL_CONTROL_FILE`` instead of sending SIGUSR1; ``should_checkpoint`` reads it at most every
+``control_poll_s`` (0.5 s), so a step loop pays one ``stat`` per half second.
 """
 
 from __future__ import annotations
@@ -252,7 +255,8 @@ class JobContext:
                  rank: int | None = None, gang_gpus: int | None = None, cost_s: float | None = None,
                  report_file: str | None = None, keep: int = 3, environ: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, control_file: str | None = None,
+                 control_poll_s: float = 0.5) -> None:
         env = os.environ if environ is None else environ
         self.checkpoint_uri = checkpoint_uri if checkpoint_uri is not None else env.get("SHOAL_CHECKPOINT_URI")
         raw_interval = interval if interval is not None else env.get("SHOAL_CHECKPOINT_INTERVAL", "auto")
@@ -264,6 +268,10 @@ class JobContext:
         self.cost_s = cost_s if cost_s is not None else float(env.get("SHOAL_CHECKPOINT_COST", DEFAULT_COST_S))
         self.report_file = report_file if report_file is not None else env.get("SHOAL_REPORT_FILE")
         self.job_id = env.get("SHOAL_JOB_ID", "")
+        self.control_file = control_file if control_file is not None else env.get("SHOAL_CONTROL_FILE")
+        self.control_poll_s = control_poll_s
+        self._control_seen = 0
+        self._control_read_at = float("-inf")
         self.keep = keep
         self._clock = clock
         self._wall_clock = wall_clock
@@ -281,6 +289,9 @@ class JobContext:
         for signum, flag in ((signal.SIGTERM, self._stop), (signal.SIGUSR1, self._checkpoint_now)):
             previous = signal.getsignal(signum)
             signal.signal(signum, _handler(flag, self._checkpoint_now, previous))
+        # Tells an executor that cannot see signal handlers (Kubernetes) that a SIGTERM now means "checkpoint and
+        # exit 0", so it need not hold a preemption back any longer.
+        self._report({"kind": "ready", "at": self._wall_clock()})
         return True
 
     def request_stop(self) -> None:
@@ -302,6 +313,8 @@ class JobContext:
 
     def should_checkpoint(self) -> bool:
         """True on SIGUSR1 or SIGTERM since the last save, or when the interval has elapsed."""
+        if self._control_requested():
+            self._checkpoint_now.set()
         if self._checkpoint_now.is_set() or self._stop.is_set():
             return True
         return self._clock() - self._last_save >= self.interval_s
@@ -371,6 +384,25 @@ class JobContext:
         self._report(record)
 
     # internals ----------------------------------------------------------------------------------------------
+    def _control_requested(self) -> bool:
+        """A new checkpoint request in the control file (a counter the scheduler raises), read at most every
+        ``control_poll_s``. A missing or half-written file is no request."""
+        if not self.control_file:
+            return False
+        now = self._clock()
+        if now - self._control_read_at < self.control_poll_s:
+            return False
+        self._control_read_at = now
+        try:
+            with open(self.control_file, "rb") as handle:
+                count = int(handle.read(32).strip() or b"0")
+        except (OSError, ValueError):
+            return False
+        if count <= self._control_seen:
+            return False
+        self._control_seen = count
+        return True
+
     def _after_save(self) -> None:
         self._checkpoint_now.clear()
         self._last_save = self._clock()

@@ -12,9 +12,10 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .model.job import JobSpec
+from .model.sweep import Choice, SweepSpec
 
 #: Job states, as the store keeps them (``scheduler_core.store.records.JobState``; a test keeps the two equal).
 JobStateName = Literal["PENDING", "ADMITTED", "RUNNING", "TERMINATING",
@@ -268,7 +269,135 @@ class WhoAmI(_Body):
     admin: bool
 
 
+# -- sweeps ---------------------------------------------------------------------------------------------------------
+
+SweepStateName = Literal["RUNNING", "CANCELLING", "SUCCEEDED", "FAILED", "CANCELLED"]
+TrialStateName = Literal["ACTIVE", "COMPLETE", "PRUNED", "FAILED"]
+FINISHED_SWEEP_STATES: frozenset[str] = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+
+class TrialCounts(_Body):
+    """Where a sweep's trials are. ``not_started``: not asked yet (waiting for a parallelism slot); ``pending``
+    and ``running``: trials whose job is queued (also again, after a preemption) or holds GPUs."""
+
+    not_started: int
+    pending: int
+    running: int
+    complete: int
+    pruned: int
+    failed: int
+
+
+class TrialView(_Body):
+    """One trial: its parameters and outcome (Optuna's view) and its job's state (the scheduler's)."""
+
+    sweep_id: str
+    number: int
+    job_id: str
+    state: TrialStateName
+    job_state: JobStateName
+    params: dict[str, Choice]
+    value: float | None = Field(description="the final objective of a COMPLETE trial")
+    intermediate: list[tuple[int, float]] = Field(description="(step, value) reported so far, in step order")
+    message: str = Field(description="why a finished trial ended the way it did")
+    job_message: str
+    exit_code: int | None
+    preemptions: int
+    restarts: int
+    cancel_requested: bool
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class TrialList(_Body):
+    trials: list[TrialView]
+
+
+class BestTrial(_Body):
+    number: int
+    value: float
+    params: dict[str, Choice]
+    job_id: str
+
+
+class SweepView(_Body):
+    """``GET /v1/sweeps/{id}``: the sweep, how far it is, and its best trial so far."""
+
+    sweep_id: str
+    name: str
+    team: str
+    user: str
+    state: SweepStateName
+    message: str
+    created_at: datetime
+    finished_at: datetime | None
+    study_name: str = Field(description="the Optuna study (open the controller's storage URL with optuna-dashboard)")
+    n_trials: int
+    parallelism: int
+    objective: str
+    direction: Literal["minimize", "maximize"]
+    counts: TrialCounts
+    progress: float = Field(description="finished trials / n_trials, 0–1")
+    best: BestTrial | None
+    spec: SweepSpec
+
+
+class SweepList(_Body):
+    sweeps: list[SweepView]
+
+
+class AddTrialRequest(BaseModel):
+    """``POST /v1/sweeps/{id}/trials`` (the sweep controller): record trial ``number`` and submit its job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: int = Field(ge=0)
+    params: dict[str, Choice]
+    env: dict[str, str] = Field(default_factory=dict, description="added to the trial job's env (API URL, token)")
+
+
+class FinishTrialRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: Literal["COMPLETE", "PRUNED", "FAILED"]
+    value: float | None = None
+    message: str = Field(default="", max_length=4000)
+
+
+class FinishSweepRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: Literal["SUCCEEDED", "FAILED", "CANCELLED"]
+    message: str = Field(default="", max_length=4000)
+
+
+class ReportRequest(BaseModel):
+    """``POST /v1/jobs/{id}:report`` from a trial: ``{"step": 3, "value": 0.41}`` or ``{"value": 0.39,
+    "final": true}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: int | None = Field(default=None, ge=0)
+    value: float = Field(allow_inf_nan=False)
+    final: bool = False
+
+    @model_validator(mode="after")
+    def _step_unless_final(self) -> ReportRequest:
+        if not self.final and self.step is None:
+            raise ValueError("an intermediate report needs a step; a final one says \"final\": true")
+        return self
+
+
+class ReportResponse(_Body):
+    should_stop: bool = Field(description="the trial's job is being stopped (pruned, or its sweep cancelled): "
+                                          "stop now")
+    trial: TrialView
+
+
 __all__ = [
+    "AddTrialRequest", "BestTrial", "FINISHED_SWEEP_STATES", "FinishSweepRequest", "FinishTrialRequest",
+    "ReportRequest", "ReportResponse", "SweepList", "SweepStateName", "SweepView", "TrialCounts", "TrialList",
+    "TrialStateName", "TrialView",
     "AdmittedAsName", "CheckpointView", "ErrorDetail", "ErrorResponse", "EventList", "EventView", "FINISHED_STATES",
     "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "LogChunk", "NodeList", "NodeView", "PlacementView",
     "PodView", "QueueEntry", "QueueList", "QueueView", "QuotaView", "SubmitResponse", "UsageReport", "UsageRow",

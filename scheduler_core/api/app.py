@@ -9,13 +9,17 @@ import tornado.web
 from prometheus_client import CollectorRegistry
 
 from . import handlers as h
+from . import sweep_handlers as sh
 from .auth import Authenticator
-from .logs import PodLogReader
+from .logs import LogReader
 from .metrics import make_registry
 from .service import ApiService
+from .sweeps import SweepService
 
 _JOB = r"(?P<job_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
 _TEAM = r"(?P<team>[^/]+)"
+_SWEEP = r"(?P<sweep_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
+_NUMBER = r"(?P<number>[0-9]{1,6})"
 
 
 def write_threads_for(database_url: str) -> int:
@@ -25,7 +29,7 @@ def write_threads_for(database_url: str) -> int:
 
 
 def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
-             registry: CollectorRegistry | None = None, logs: PodLogReader | None = None,
+             registry: CollectorRegistry | None = None, logs: LogReader | None = None,
              **settings: Any) -> tornado.web.Application:
     """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
     ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).
@@ -40,12 +44,20 @@ def make_app(service: ApiService, authenticator: Authenticator, *, read_threads:
         registry=registry or make_registry(service.store), openapi=document(), logs=logs,
     )
     args = {"ctx": ctx}
+    sweep_args = {"ctx": ctx, "sweeps": SweepService(service)}
     routes: list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]] = [
         (r"/v1/jobs", h.JobsHandler, args),
         (rf"/v1/jobs/{_JOB}:cancel", h.JobCancelHandler, args),
         (rf"/v1/jobs/{_JOB}:checkpoint", h.JobCheckpointHandler, args),
+        (rf"/v1/jobs/{_JOB}:report", sh.JobReportHandler, sweep_args),
         (rf"/v1/jobs/{_JOB}/logs", h.JobLogsHandler, args),
         (rf"/v1/jobs/{_JOB}", h.JobHandler, args),
+        (r"/v1/sweeps", sh.SweepsHandler, sweep_args),
+        (rf"/v1/sweeps/{_SWEEP}:cancel", sh.SweepCancelHandler, sweep_args),
+        (rf"/v1/sweeps/{_SWEEP}:finish", sh.SweepFinishHandler, sweep_args),
+        (rf"/v1/sweeps/{_SWEEP}/trials", sh.SweepTrialsHandler, sweep_args),
+        (rf"/v1/sweeps/{_SWEEP}/trials/{_NUMBER}:finish", sh.SweepTrialFinishHandler, sweep_args),
+        (rf"/v1/sweeps/{_SWEEP}", sh.SweepHandler, sweep_args),
         (r"/v1/queues", h.QueuesHandler, args),
         (rf"/v1/queues/{_TEAM}", h.QueueHandler, args),
         (rf"/v1/teams/{_TEAM}/quota", h.QuotaHandler, args),

@@ -24,7 +24,7 @@ from ..schemas import FINISHED_STATES, LogChunk
 from ..store.records import JobState
 from .auth import Authenticator, bearer_token
 from .errors import BadRequest, error_body, plain_error, status_of
-from .logs import PodLogReader
+from .logs import LogReader
 from .service import ACTIVE_STATES, ApiService
 
 log = logging.getLogger("shoal.api")
@@ -40,7 +40,7 @@ class ApiContext:
     write_pool: Executor
     registry: CollectorRegistry
     openapi: dict[str, Any]
-    logs: PodLogReader | None = None
+    logs: LogReader | None = None
 
 
 class BaseHandler(tornado.web.RequestHandler):

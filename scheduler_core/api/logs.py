@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 #: The most bytes one read returns; a follower simply reads again from ``next_offset``.
 MAX_CHUNK = 256 * 1024
@@ -20,6 +21,12 @@ class LogRead:
     text: str
     next_offset: int
     at_end: bool  # nothing more in the file now
+
+
+class LogReader(Protocol):
+    """Where ``GET /v1/jobs/{id}/logs`` reads pod output: this module's files, or Kubernetes (``kube.logs``)."""
+
+    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK) -> LogRead: ...
 
 
 class PodLogReader:
@@ -48,13 +55,13 @@ class PodLogReader:
                 data = fh.read(limit)
         except FileNotFoundError:
             return LogRead(attempt=attempt, text="", next_offset=offset, at_end=True)
-        data = _whole_characters(data)
+        data = whole_characters(data)
         end = start + len(data)
         return LogRead(attempt=attempt, text=data.decode("utf-8", errors="replace"), next_offset=end,
                        at_end=end >= size)
 
 
-def _whole_characters(data: bytes) -> bytes:
+def whole_characters(data: bytes) -> bytes:
     """Drop a UTF-8 character cut in half at the end of a read; the next read starts with it whole."""
     for cut in range(0, min(4, len(data) + 1)):
         head = data[:len(data) - cut] if cut else data

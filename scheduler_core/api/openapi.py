@@ -16,8 +16,10 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from .. import __version__
 from ..model.job import JobSpec
-from ..schemas import (ErrorResponse, EventList, JobView, LogChunk, NodeList, QueueList, QueueView, QuotaView, SubmitResponse,
-                       UsageReport, WhoAmI)
+from ..model.sweep import SweepSpec
+from ..schemas import (AddTrialRequest, ErrorResponse, EventList, FinishSweepRequest, FinishTrialRequest, JobView,
+                       LogChunk, NodeList, QueueList, QueueView, QuotaView, ReportRequest, ReportResponse,
+                       SubmitResponse, SweepList, SweepView, TrialList, TrialView, UsageReport, WhoAmI)
 
 _REF = "#/components/schemas/{model}"
 Method = Literal["get", "post"]
@@ -27,7 +29,8 @@ _ERRORS: dict[int, str] = {
     401: "missing or invalid bearer token",
     403: "the token's user may not act on this team or job",
     404: "no such job, team or endpoint",
-    409: "conflicts with the current state (repeated Idempotency-Key with another body; job already ended)",
+    409: "conflicts with the current state (repeated Idempotency-Key with another body; job, trial or sweep "
+         "already ended)",
     422: "well-formed but invalid: field-level messages in error.fields",
 }
 
@@ -41,6 +44,8 @@ def _path(name: str, description: str) -> dict[str, Any]:
 
 
 _JOB_ID = _path("job_id", "a job id such as job_8c41a2")
+_SWEEP_ID = _path("sweep_id", "a sweep id such as sweep_3f9e01")
+_NUMBER = _path("number", "a trial's Optuna number (0, 1, …)")
 _TEAM = _path("team", "a team name")
 _STATE = _query("state", "comma-separated job states, or 'all' (default: every state not finished)",
                 {"type": "string", "examples": ["PENDING", "PENDING,RUNNING", "all"]})
@@ -81,6 +86,31 @@ _ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | No
       _query("until", "ISO-8601 date or time (default: now)", {"type": "string"})],
      None, 200, UsageReport, (400, 401, 403, 404)),
     ("/v1/whoami", "get", "The caller's user, team and admin flag", [], None, 200, WhoAmI, (401,)),
+    ("/v1/sweeps", "post", "Start a hyper-parameter sweep; each trial becomes its own job",
+     [{"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 255},
+       "description": "the same key with the same body returns the first sweep; with another body, 409"}],
+     SweepSpec, 202, SweepView, (400, 401, 403, 409, 422)),
+    ("/v1/sweeps", "get", "The caller's team's sweeps (all teams' for an admin), oldest first",
+     [_query("team", "one team (admins)", {"type": "string"}),
+      _query("state", "comma-separated sweep states, or 'all' (default)", {"type": "string"}),
+      _query("limit", "the newest this many (default 100)", {"type": "integer", "minimum": 1})],
+     None, 200, SweepList, (400, 401, 403)),
+    ("/v1/sweeps/{sweep_id}", "get", "A sweep: progress, trial counts, best trial so far",
+     [_SWEEP_ID], None, 200, SweepView, (401, 403, 404)),
+    ("/v1/sweeps/{sweep_id}:cancel", "post", "Cancel a sweep: its running trials' jobs stop, no new trials start",
+     [_SWEEP_ID], None, 202, SweepView, (401, 403, 404, 409)),
+    ("/v1/sweeps/{sweep_id}/trials", "get", "A sweep's trials: parameters, reports, outcome, job state",
+     [_SWEEP_ID], None, 200, TrialList, (401, 403, 404)),
+    ("/v1/sweeps/{sweep_id}/trials", "post", "Record a trial and submit its job (the sweep controller; admin)",
+     [_SWEEP_ID], AddTrialRequest, 201, TrialView, (400, 401, 403, 404, 409, 422)),
+    ("/v1/sweeps/{sweep_id}/trials/{number}:finish", "post",
+     "Record a trial's outcome: COMPLETE, PRUNED or FAILED (the sweep controller; admin)",
+     [_SWEEP_ID, _NUMBER], FinishTrialRequest, 200, TrialView, (400, 401, 403, 404, 409, 422)),
+    ("/v1/sweeps/{sweep_id}:finish", "post", "Close a sweep (the sweep controller; admin)",
+     [_SWEEP_ID], FinishSweepRequest, 200, SweepView, (400, 401, 403, 404, 409, 422)),
+    ("/v1/jobs/{job_id}:report", "post",
+     "A trial reports a step's value or its final objective; the answer says whether to stop",
+     [_JOB_ID], ReportRequest, 200, ReportResponse, (400, 401, 403, 404, 409, 422)),
 ]
 
 
@@ -99,7 +129,7 @@ def document() -> dict[str, Any]:
                            .replace(":", "_"),
             "parameters": parameters,
             "responses": {
-                str(status): {"description": "OK" if status == 200 else "Accepted",
+                str(status): {"description": {200: "OK", 201: "Created"}.get(status, "Accepted"),
                               "content": {"application/json": {"schema": refs[(response, "serialization")]}}},
                 **{str(code): {"description": _ERRORS[code],
                                "content": {"application/json": {"schema": refs[(ErrorResponse, "serialization")]}}}

@@ -58,6 +58,10 @@ class ApiService:
         self._usage_shapes: dict[str, tuple[int, int, int]] = {}   # job id → (pods, CPUs, GB per pod)
         self.reload()
 
+    def wake(self) -> None:
+        """Ask the controller to look at the queue now (after a change it should act on soon)."""
+        self._wake()
+
     def reload(self) -> None:
         """Re-read nodes and teams (they change only when the operator syncs new configuration)."""
         nodes = [record.node for record in self.store.list_nodes()]

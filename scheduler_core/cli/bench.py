@@ -11,6 +11,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "api": ("scheduler_core.bench.api:command", "Sustained submissions through the REST API."),
     "step": ("scheduler_core.runtime.bench_step:command", "Time the controller's snapshot and step around a pass."),
     "live": ("scheduler_core.service.bench_live:command", "Controller.step on a SQL store; event-loop lag of the live loop."),
+    "sweep": ("scheduler_core.bench.sweep:command", "A 500-trial sweep: the cycle with its trials pending."),
 }
 
 

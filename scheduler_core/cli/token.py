@@ -6,6 +6,7 @@ fraud-ml)`` works; it is shown once and kept only as a hash.
 
 from __future__ import annotations
 
+import getpass
 import time
 from pathlib import Path
 
@@ -15,13 +16,21 @@ from ..auth.tokens import Identity
 from .state import open_state, state_options
 
 
+def _login_name() -> str:
+    """The caller's login name, also where ``$USER`` is unset (containers, CI, ``sudo -i``)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "user"
+
+
 @click.group()
 def token() -> None:
     """Create or revoke API tokens (operators, on the store)."""
 
 
 @token.command()
-@click.option("--user", required=True, help="Who the token acts as.")
+@click.option("--user", default=_login_name, show_default="your login name", help="Who the token acts as.")
 @click.option("--team", required=True, help="Their team: whose jobs they may see and submit.")
 @click.option("--admin", is_flag=True, help="May act on every team's jobs.")
 @click.option("--note", default="", help="A reminder of what the token is for.")

@@ -3,7 +3,8 @@ and the API, and wires them together (DESIGN §2).
 
 Embedded defaults, so a laptop needs nothing installed: SQLite in the state directory, the demo cluster and teams,
 and the local executor (each pod a process on this machine, logs in ``<state-dir>/logs``). The same command runs
-against PostgreSQL with ``--db``. Stopping it (Ctrl-C) stops the API and the scheduler; running pods keep running,
+against PostgreSQL with ``--db``, and on Kubernetes with ``--executor kubernetes`` (the nodes are then the cluster's
+GPU nodes, and each pod a Kubernetes pod: docs/deploy.md). Stopping it (Ctrl-C) stops the API and the scheduler; running pods keep running,
 and the next ``shoal up`` on the same state adopts them.
 """
 
@@ -19,10 +20,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..config import load_cluster, load_teams
+from ..kube.setup import KubeOptions, kube_options, options_from
 from ..model.durations import parse_duration
 from .hub import ADMIN_SERVICES, DEFAULT_USERS, SERVICE_NAME, HubProcess, HubSettings
 from .state import DEFAULT_STATE_DIR, database_url, executor_dir, open_state, state_options
@@ -42,6 +45,10 @@ class UpOptions:
     tick_s: float
     min_run_time_s: float = 1800.0
     hub: HubOptions | None = None
+    #: Run pods on Kubernetes instead of as local processes.
+    kube: KubeOptions | None = None
+    #: A JupyterHub that ``shoal up`` does not start (Zero to JupyterHub): its API, for hub tokens on Shoal's API.
+    hub_api_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..api.app import write_threads_for
     from ..api.auth import Authenticator
     from ..api.hub_auth import HubAuthenticator
-    from ..api.logs import PodLogReader
+    from ..api.logs import LogReader, PodLogReader
     from ..api.metrics import CycleTimer, make_registry
     from ..api.server import favour_latency, listen
     from ..auth.tokens import Identity
@@ -91,23 +98,37 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
+    from ..services import ServiceContext, start_services, stop_services
 
     favour_latency()
-    _, nodes = load_cluster(options.cluster)
+    from ..executor.base import Executor
+    executor: Executor
+    logs: LogReader
+    checkpoint_root = str((options.state_dir / "checkpoints").resolve())
+    if options.kube is not None:
+        from ..kube.logs import KubePodLogReader
+        from ..kube.setup import connect
+        kube = connect(options.kube)
+        nodes, executor = kube.nodes, kube.executor
+        logs = KubePodLogReader(kube.executor.core.api_client, kube.executor.namespace)
+        checkpoint_root = options.kube.checkpoint_root or checkpoint_root
+    else:
+        _, nodes = load_cluster(options.cluster)
+        local = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
+        executor, logs = local, PodLogReader(local.state_dir / "logs")
     teams = load_teams(options.teams, nodes)
     options.state_dir.mkdir(parents=True, exist_ok=True)
     url = database_url(options.state_dir, options.db_url)
     store = open_state(options.state_dir, options.db_url, create=True)
     store.sync_nodes(nodes)
     store.sync_teams(teams.teams)
-    executor = LocalExecutor(executor_dir(options.state_dir), nodes, env=_pod_environment())
     policy_config = PolicyConfig(min_run_time_s=options.min_run_time_s)
     registry = make_registry(store)
     timer = CycleTimer(registry)
     live = LiveController(
         store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
         config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
-        controller_config=ControllerConfig(checkpoint_root=str((options.state_dir / "checkpoints").resolve())),
+        controller_config=ControllerConfig(checkpoint_root=checkpoint_root),
         on_step=lambda _report, seconds: timer.observe(seconds))
     service = ApiService(store, wake=live.wake, policy_config=policy_config)
     # Shoal's own tokens; running as a JupyterHub service, the hub's authenticator joins this chain: a notebook's
@@ -118,9 +139,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         hub_settings = _hub_settings(options)
         chain.append(HubAuthenticator(hub_settings.hub_api_url, service_name=SERVICE_NAME,
                                       teams=lambda: service.teams, admin_services=ADMIN_SERVICES))
+    elif options.hub_api_url:
+        chain.append(HubAuthenticator(options.hub_api_url, service_name=SERVICE_NAME, teams=lambda: service.teams,
+                                      admin_services=ADMIN_SERVICES))
     authenticator = ChainAuthenticator(chain)
-    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry,
-                   logs=PodLogReader(executor.state_dir / "logs"))
+    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry, logs=logs)
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:
@@ -149,8 +172,16 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
             executor.close()
             store.dispose()
             raise
+    # Services built on the API (the sweep controller), found as `shoal.services` entry points; the core never
+    # imports them. They act only while this process leads.
+    services = start_services(ServiceContext(
+        api_url=f"http://127.0.0.1:{port}" if options.host in ("0.0.0.0", "") else f"http://{options.host}:{port}",
+        state_dir=options.state_dir, tokens=store, is_leader=lambda: live.is_leader))
     if announce:
-        _announce(options, port, len(nodes), [t.name for t in teams.teams], admin_token)
+        where = (f"pods run in namespace {options.kube.namespace} of the Kubernetes cluster"
+                 if options.kube is not None else
+                 f"pods run as local processes, logs in {executor_dir(options.state_dir)}/logs/JOB/ATTEMPT/rank-N.log")
+        _announce(options, port, len(nodes), [t.name for t in teams.teams], admin_token, where)
         if hub_settings is not None:
             _announce_hub(hub_settings)
 
@@ -162,7 +193,8 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         await stop.wait()
     finally:
         click.echo("shoal: stopping (running jobs keep running; the next 'shoal up' adopts them)", err=True)
-        if hub is not None:  # first, while the API still answers: the hub stops its notebooks, freeing the slices
+        await asyncio.to_thread(stop_services, services)
+        if hub is not None:  # while the API still answers: the hub stops its notebooks, freeing the slices
             await asyncio.to_thread(hub.stop)
         server.stop()
         await server.close_all_connections()
@@ -202,18 +234,17 @@ def _announce_hub(settings: HubSettings) -> None:
 
 
 def _announce(options: UpOptions, port: int, node_count: int, team_names: list[str],
-              admin_token: str | None) -> None:
+              admin_token: str | None, where: str) -> None:
     host = "127.0.0.1" if options.host in ("0.0.0.0", "") else options.host
     url = f"http://{host}:{port}"
-    where = options.db_url.split("@")[-1] if options.db_url else f"{options.state_dir}/shoal.db"
+    store = options.db_url.split("@")[-1] if options.db_url else f"{options.state_dir}/shoal.db"
     flags = _store_flags(options)
     click.echo(f"Shoal is up: API at {url}")
-    click.echo(f"  cluster {options.cluster} ({node_count} nodes), teams {', '.join(team_names)}; "
-               f"state in {where}; pods run as local processes, logs in "
-               f"{executor_dir(options.state_dir)}/logs/JOB/ATTEMPT/rank-N.log")
+    cluster = "Kubernetes" if options.kube is not None else options.cluster
+    click.echo(f"  cluster {cluster} ({node_count} nodes), teams {', '.join(team_names)}; state in {store}; {where}")
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
-    click.echo(f"  export SHOAL_TOKEN=$(shoal token create --user $USER --team {team_names[0]}{flags})")
+    click.echo(f"  export SHOAL_TOKEN=$(shoal token create --team {team_names[0]}{flags})")
     click.echo("  shoal submit deploy/examples/two-pods.yaml && shoal queue")
     if admin_token is not None:
         click.echo(f"An admin token (shown once, may act on every team): {admin_token}")
@@ -248,10 +279,17 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
               help="A jupyterhub_config.py fragment loaded after Shoal's own.")
 @click.option("--reaper-timeout", default="1h", show_default=True,
               help="Stop notebooks idle (hub, kernels and GPU) for longer than this.")
+@click.option("--hub-api-url", default=None, metavar="URL",
+              help="With --no-hub: the API of a JupyterHub run elsewhere (Zero to JupyterHub), so notebooks' hub "
+                   "tokens work on Shoal's API, e.g. http://hub.jupyterhub:8081/hub/api.")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "kubernetes"]), default="local",
+              show_default=True, help="Run pods as local processes, or as pods of the Kubernetes cluster this "
+                                      "process can reach (the nodes are then the cluster's; --cluster is ignored).")
+@kube_options
 def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host: str, port: int,
             tick_s: float, min_run_time: str, no_hub: bool, hub_url: str, hub_api_port: int,
             hub_proxy_api_port: int, hub_users: Path, hub_password: str | None, hub_extra_config: Path | None,
-            reaper_timeout: str) -> None:
+            reaper_timeout: str, hub_api_url: str | None, executor_kind: str, **kube: Any) -> None:
     """Start the API and the scheduler on embedded defaults: SQLite in the state directory, the demo cluster,
     pods as local processes."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -266,4 +304,8 @@ def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host:
         raise click.BadParameter(str(exc), param_hint="--min-run-time") from None
     hub = None if no_hub else HubOptions(hub_url, hub_api_port, hub_proxy_api_port, hub_users, hub_password,
                                          hub_extra_config, reaper_timeout)
-    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, min_run_time_s, hub)))
+    if hub_api_url and hub is not None:
+        raise click.UsageError("--hub-api-url is for a JupyterHub run elsewhere: give it with --no-hub")
+    kube_settings = options_from(**kube) if executor_kind == "kubernetes" else None
+    asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, min_run_time_s, hub,
+                                kube=kube_settings, hub_api_url=hub_api_url)))

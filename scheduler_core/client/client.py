@@ -19,14 +19,17 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from ..model.job import JobSpec
-from ..schemas import (FINISHED_STATES, ErrorResponse, EventList, JobView, LogChunk, NodeList, QueueList, QueueView,
-                       QuotaView, SubmitResponse, UsageReport, WhoAmI)
+from ..model.sweep import Choice, SweepSpec
+from ..schemas import (FINISHED_STATES, FINISHED_SWEEP_STATES, ErrorResponse, EventList, JobView, LogChunk, NodeList,
+                       QueueList, QueueView, QuotaView, ReportResponse, SubmitResponse, SweepList, SweepView,
+                       TrialList, TrialView, UsageReport, WhoAmI)
 from .config import ClientConfig
 from .errors import ApiError, ApiUnavailable, for_status
 
 M = TypeVar("M", bound=BaseModel)
 When = datetime | date | str
 Spec = JobSpec | Mapping[str, Any]
+SweepBody = SweepSpec | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,10 @@ class _Call(Generic[M]):
 
 def _job(job_id: str) -> str:
     return "/v1/jobs/" + quote(job_id, safe="")
+
+
+def _sweep(sweep_id: str) -> str:
+    return "/v1/sweeps/" + quote(sweep_id, safe="")
 
 
 def _when(value: When) -> str:
@@ -115,6 +122,58 @@ class _calls:
     @staticmethod
     def whoami() -> _Call[WhoAmI]:
         return _Call("GET", "/v1/whoami", WhoAmI)
+
+    # -- sweeps ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def create_sweep(spec: SweepBody, idempotency_key: str | None) -> _Call[SweepView]:
+        body = spec.model_dump(mode="json") if isinstance(spec, SweepSpec) else dict(spec)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return _Call("POST", "/v1/sweeps", SweepView, body=body, headers=headers)
+
+    @staticmethod
+    def sweep(sweep_id: str) -> _Call[SweepView]:
+        return _Call("GET", _sweep(sweep_id), SweepView)
+
+    @staticmethod
+    def sweeps(states: str | list[str] | tuple[str, ...] | None, team: str | None,
+               limit: int | None) -> _Call[SweepList]:
+        params = _states(states)
+        if team:
+            params["team"] = team
+        if limit is not None:
+            params["limit"] = str(limit)
+        return _Call("GET", "/v1/sweeps", SweepList, params=params)
+
+    @staticmethod
+    def cancel_sweep(sweep_id: str) -> _Call[SweepView]:
+        return _Call("POST", _sweep(sweep_id) + ":cancel", SweepView)
+
+    @staticmethod
+    def trials(sweep_id: str) -> _Call[TrialList]:
+        return _Call("GET", _sweep(sweep_id) + "/trials", TrialList)
+
+    @staticmethod
+    def add_trial(sweep_id: str, number: int, params: Mapping[str, Choice],
+                  env: Mapping[str, str] | None) -> _Call[TrialView]:
+        body = {"number": number, "params": dict(params), "env": dict(env or {})}
+        return _Call("POST", _sweep(sweep_id) + "/trials", TrialView, body=body)
+
+    @staticmethod
+    def finish_trial(sweep_id: str, number: int, state: str, value: float | None,
+                     message: str) -> _Call[TrialView]:
+        body = {"state": state, "value": value, "message": message}
+        return _Call("POST", f"{_sweep(sweep_id)}/trials/{number}:finish", TrialView, body=body)
+
+    @staticmethod
+    def finish_sweep(sweep_id: str, state: str, message: str) -> _Call[SweepView]:
+        return _Call("POST", _sweep(sweep_id) + ":finish", SweepView, body={"state": state, "message": message})
+
+    @staticmethod
+    def report(job_id: str, step: int | None, value: float, final: bool) -> _Call[ReportResponse]:
+        body: dict[str, Any] = {"value": value, "final": final}
+        if step is not None:
+            body["step"] = step
+        return _Call("POST", _job(job_id) + ":report", ReportResponse, body=body)
 
 
 def _decode(call: _Call[M], response: httpx.Response) -> M:
@@ -220,6 +279,49 @@ class ShoalClient:
                 raise TimeoutError(f"job {job_id} is still {view.state} after {timeout:g} s")
             time.sleep(interval)
 
+    # -- sweeps ----------------------------------------------------------------------------------------------
+    def create_sweep(self, spec: SweepBody, *, idempotency_key: str | None = None) -> SweepView:
+        return self._send(_calls.create_sweep(spec, idempotency_key))
+
+    def sweep(self, sweep_id: str) -> SweepView:
+        return self._send(_calls.sweep(sweep_id))
+
+    def sweeps(self, *, states: str | list[str] | None = None, team: str | None = None,
+               limit: int | None = None) -> SweepList:
+        return self._send(_calls.sweeps(states, team, limit))
+
+    def cancel_sweep(self, sweep_id: str) -> SweepView:
+        return self._send(_calls.cancel_sweep(sweep_id))
+
+    def trials(self, sweep_id: str) -> TrialList:
+        return self._send(_calls.trials(sweep_id))
+
+    def add_trial(self, sweep_id: str, number: int, params: Mapping[str, Choice], *,
+                  env: Mapping[str, str] | None = None) -> TrialView:
+        """Record trial ``number`` and submit its job (the sweep controller; needs an admin token)."""
+        return self._send(_calls.add_trial(sweep_id, number, params, env))
+
+    def finish_trial(self, sweep_id: str, number: int, state: str, *, value: float | None = None,
+                     message: str = "") -> TrialView:
+        return self._send(_calls.finish_trial(sweep_id, number, state, value, message))
+
+    def finish_sweep(self, sweep_id: str, state: str, message: str = "") -> SweepView:
+        return self._send(_calls.finish_sweep(sweep_id, state, message))
+
+    def report(self, job_id: str, value: float, *, step: int | None = None, final: bool = False) -> ReportResponse:
+        return self._send(_calls.report(job_id, step, value, final))
+
+    def wait_sweep(self, sweep_id: str, *, timeout: float | None = None, interval: float = 1.0) -> SweepView:
+        """Poll until the sweep has finished; ``TimeoutError`` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            view = self.sweep(sweep_id)
+            if view.state in FINISHED_SWEEP_STATES:
+                return view
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"sweep {sweep_id} is still {view.state} after {timeout:g} s")
+            time.sleep(interval)
+
 
 class AsyncShoalClient:
     """The same calls as ``ShoalClient``, for event loops (the spawner, the sweep controller, widgets)."""
@@ -295,3 +397,35 @@ class AsyncShoalClient:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {view.state} after {timeout:g} s")
             await asyncio.sleep(interval)
+
+    # -- sweeps ----------------------------------------------------------------------------------------------
+    async def create_sweep(self, spec: SweepBody, *, idempotency_key: str | None = None) -> SweepView:
+        return await self._send(_calls.create_sweep(spec, idempotency_key))
+
+    async def sweep(self, sweep_id: str) -> SweepView:
+        return await self._send(_calls.sweep(sweep_id))
+
+    async def sweeps(self, *, states: str | list[str] | None = None, team: str | None = None,
+                     limit: int | None = None) -> SweepList:
+        return await self._send(_calls.sweeps(states, team, limit))
+
+    async def cancel_sweep(self, sweep_id: str) -> SweepView:
+        return await self._send(_calls.cancel_sweep(sweep_id))
+
+    async def trials(self, sweep_id: str) -> TrialList:
+        return await self._send(_calls.trials(sweep_id))
+
+    async def add_trial(self, sweep_id: str, number: int, params: Mapping[str, Choice], *,
+                        env: Mapping[str, str] | None = None) -> TrialView:
+        return await self._send(_calls.add_trial(sweep_id, number, params, env))
+
+    async def finish_trial(self, sweep_id: str, number: int, state: str, *, value: float | None = None,
+                           message: str = "") -> TrialView:
+        return await self._send(_calls.finish_trial(sweep_id, number, state, value, message))
+
+    async def finish_sweep(self, sweep_id: str, state: str, message: str = "") -> SweepView:
+        return await self._send(_calls.finish_sweep(sweep_id, state, message))
+
+    async def report(self, job_id: str, value: float, *, step: int | None = None,
+                     final: bool = False) -> ReportResponse:
+        return await self._send(_calls.report(job_id, step, value, final))

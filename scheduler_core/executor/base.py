@@ -15,6 +15,9 @@ Contract (checked by ``tests/scheduler_core/executor_contract.py`` against every
   later events; it never kills what it did not start unless told to.
 * Time: the ``sim`` executor runs in virtual time given to ``poll(now)``; real executors ignore ``now`` except to
   stamp events.
+* Conventions a backend may set, which the controller (and a harness) put into every ``LaunchRequest``:
+  ``container_devices`` (the backend exposes only the granted devices to a pod, as Kubernetes' device plugin does,
+  so ``CUDA_VISIBLE_DEVICES`` counts them from 0) and ``master_addr`` (how the other ranks reach rank 0).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Mapping
 
-from ..model.cluster import Node
+from ..model.cluster import Health, Node
 from ..model.job import JobSpec
 from ..policy.snapshot import Placement
 
@@ -65,9 +68,23 @@ class LaunchRequest:
     nodes: Mapping[str, Node]
     env: Mapping[str, str]
     attempt: int = 0
+    #: The backend shows a pod only its granted devices (Kubernetes' device plugin), so ``CUDA_VISIBLE_DEVICES``
+    #: numbers them from 0 inside the pod instead of naming the node's GPU indices or MIG UUIDs.
+    container_devices: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """A backend's own judgement of a node (Kubernetes: conditions, taints, cordoning, device-plugin health)."""
+
+    health: Health
+    reason: str = ""
 
 
 class Executor(ABC):
+    #: See ``LaunchRequest.container_devices``; the controller copies it into every request.
+    container_devices: bool = False
+
     @abstractmethod
     def launch(self, request: LaunchRequest) -> None: ...
 
@@ -89,6 +106,16 @@ class Executor(ABC):
         """Nodes the backend vouches for right now, each with its GPU utilisation (0–1) when known. The live
         controller writes them to the store as node heartbeats. Default: none (the backend reports no health)."""
         return {}
+
+    def node_health(self, now: float) -> Mapping[str, NodeReport]:
+        """What the backend itself says of its nodes' health, for nodes it has an opinion on. The live loop applies
+        changes to the store (``service.nodes.apply_backend_health``). Default: no opinion."""
+        return {}
+
+    def master_addr(self, job_id: str, placement: Placement, attempt: int) -> str:
+        """The address the gang's ranks reach rank 0 at (``MASTER_ADDR``). Default: rank 0's node name; a backend
+        with its own network names (a Kubernetes headless Service) says so here."""
+        return placement.pods[0].node
 
     def adopt(self, job_ids: set[str]) -> None:
         """Take over gangs another executor instance started (default: nothing to do)."""

@@ -131,7 +131,7 @@ class LocalExecutor(Executor):
                  clock: Callable[[], float] = time.time,
                  device_names: Mapping[tuple[str, int, int], str] | None = None,
                  gpu_utilization: Callable[[str], float | None] | None = None) -> None:
-        self.state_dir = Path(state_dir)
+        self.state_dir = Path(state_dir).resolve()  # pods run in other cwds: keep every path absolute
         node_list = list(nodes.values()) if isinstance(nodes, Mapping) else list(nodes)
         self.nodes: dict[str, Node] = {node.name: node for node in node_list}
         self.python = python

@@ -120,13 +120,14 @@ class SimStats:
 class SimExecutor(Executor):
     """An ``Executor`` in virtual time. ``behaviour`` says how each launch behaves (default: ``SimBehaviour()``)."""
 
-    def __init__(self, behaviour: BehaviourFn | SimBehaviour | None = None) -> None:
+    def __init__(self, behaviour: BehaviourFn | SimBehaviour | None = None, *, now: float = 0.0) -> None:
+        """``now``: the virtual instant the executor starts at (a simulation may start before 0, in warm-up)."""
         if behaviour is None or isinstance(behaviour, SimBehaviour):
             fixed = behaviour or SimBehaviour()
             self._behaviour: BehaviourFn = lambda request: fixed
         else:
             self._behaviour = behaviour
-        self._now = 0.0
+        self._now = now
         self._gangs: dict[str, _Gang] = {}
         self._heap: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
@@ -135,6 +136,7 @@ class SimExecutor(Executor):
         self._uri_of: dict[str, str] = {}             # job id → its checkpoint URI (last launch)
         self._failed_nodes: set[str] = set()
         self._slow_nodes: dict[str, float] = {}
+        self._ends_waiting = 0                        # EXITED/FAILED events in the outbox
         self.stats = SimStats()
 
     # -- the Executor interface ----------------------------------------------------------------------------------
@@ -201,6 +203,7 @@ class SimExecutor(Executor):
     def poll(self, now: float) -> list[PodEvent]:
         self._advance(now)
         events, self._outbox = self._outbox, []
+        self._ends_waiting = 0
         return events
 
     def running_jobs(self) -> set[str]:
@@ -211,6 +214,36 @@ class SimExecutor(Executor):
         """When the next pod event will happen (the present if some wait to be polled); ``None``: nothing will."""
         if self._outbox:
             return self._now
+        while self._heap:
+            at, _, _, job_id, version = self._heap[0]
+            gang = self._gangs.get(job_id)
+            if gang is not None and gang.version == version:
+                return at
+            heapq.heappop(self._heap)
+        return None
+
+    def advance_to_pod_end(self, limit: float) -> float | None:
+        """Let simulated time run, event by event, up to ``limit`` at most, and stop just after the first event that
+        ends a pod (an exit, a kill, a loss); return when that was, or ``None`` if none happened by ``limit``.
+
+        Everything that fired (starts, checkpoints, ...) waits for the next ``poll`` with its own timestamp, as if
+        the controller had not looked in between. A simulator uses it to skip controller steps that would only see
+        pods start or checkpoint, which frees no units. If a pod end is already waiting, returns the present."""
+        while not self._ends_waiting:
+            due = self.next_scheduled_at()
+            if due is None or due > limit:
+                return None
+            at, what, _, job_id, version = heapq.heappop(self._heap)
+            gang = self._gangs.get(job_id)
+            if gang is None or gang.version != version:
+                continue
+            self._now = max(self._now, at)
+            self._fire(gang, what, at)
+            self._reschedule(gang)
+        return self._now
+
+    def next_scheduled_at(self) -> float | None:
+        """When the next scheduled event will happen, whatever waits in the outbox already."""
         while self._heap:
             at, _, _, job_id, version = self._heap[0]
             gang = self._gangs.get(job_id)
@@ -438,6 +471,8 @@ class SimExecutor(Executor):
         self._outbox.append(PodEvent(job_id=gang.job_id, rank=rank, kind=kind, at=at,
                                      node=gang.request.placement.pods[rank].node, exit_code=exit_code,
                                      message=message, data=data or {}))
+        if kind is PodEventKind.EXITED or kind is PodEventKind.FAILED:
+            self._ends_waiting += 1
 
     # -- helpers -------------------------------------------------------------------------------------------------
     @staticmethod

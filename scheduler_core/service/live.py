@@ -35,11 +35,12 @@ from typing import TypeVar
 from ..controller import Controller, ControllerConfig, StepReport
 from ..errors import StaleLeader
 from ..executor.base import Executor
-from ..model.cluster import Node
+from ..model.cluster import Health, Node
 from ..policy.snapshot import PolicyConfig
 from ..policy.types import Policy
 from ..store.base import Store
 from ..store.records import Event
+from .nodes import apply_backend_health
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -122,6 +123,7 @@ class LiveController:
         self._wake: asyncio.Event | None = None
         self._stopping: asyncio.Event | None = None
         self._last_heartbeat = float("-inf")
+        self._backend_health: dict[str, Health] = {}   # the executor's last judgement per node
         self._pending_close = False
 
     # -- public --------------------------------------------------------------------------------------------------
@@ -262,10 +264,12 @@ class LiveController:
         now = self._clock()
         try:
             if self._needs_recover:
-                self._needs_recover = False
                 epoch = controller.epoch
                 await self._in_thread(partial(self.store.append_event, leadership_event(self.holder, epoch, now)))
                 report = await self._in_thread(partial(controller.recover, now))
+                # Only now: a recovery that failed (the executor's backend unreachable) is tried again next tick,
+                # rather than leaving gangs the store holds unadopted.
+                self._needs_recover = False
             else:
                 await self._heartbeat(now)
                 report = await self._in_thread(partial(controller.step, now))
@@ -298,6 +302,12 @@ class LiveController:
                     self.store.heartbeat(node, now, utilization)
                 except Exception:
                     log.exception("heartbeat of node %s failed", node)
+            reports = self.executor.node_health(now)
+            if reports:
+                try:
+                    apply_backend_health(self.store, reports, self._backend_health, now=now)
+                except Exception:
+                    log.exception("applying the cluster's node health failed")
         await self._in_thread(write)
 
     # -- helpers -------------------------------------------------------------------------------------------------

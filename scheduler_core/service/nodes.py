@@ -8,8 +8,10 @@ FAILED, and the controller restarts their gangs elsewhere as an infrastructure f
 
 from __future__ import annotations
 
+from collections.abc import Mapping, MutableMapping
 from typing import Protocol
 
+from ..executor.base import NodeReport
 from ..model.cluster import Health
 from ..store.base import Store
 from ..store.records import Event, NodeRecord
@@ -50,3 +52,31 @@ def repair_node(store: Store, executor: NodeFaults | None, name: str, *, now: fl
     store.append_event(Event(at=now, kind="node_health", reason="Repaired", node=name,
                              message=f"{name} → ready (by {by})", data={"health": Health.READY.value}))
     return record
+
+
+def apply_backend_health(store: Store, reports: Mapping[str, NodeReport], seen: MutableMapping[str, Health], *,
+                         now: float) -> list[NodeRecord]:
+    """Apply what the executor's backend says of its nodes (``Executor.node_health``) to the store.
+
+    Edge-triggered, so an operator's word is not overwritten every few seconds: a node's health is changed when the
+    backend's judgement of it *changes*. On the first report of a node (``seen`` is empty after a restart) only a
+    worse judgement is applied: the cluster may always take a node out of service, but it puts one back only when it
+    itself saw the node recover. ``seen`` is the caller's memory of the last judgement per node. Nodes the store
+    does not know are ignored. Returns the records changed.
+    """
+    known = {record.node.name: record for record in store.list_nodes()}
+    changed: list[NodeRecord] = []
+    for name, report in sorted(reports.items()):
+        record = known.get(name)
+        previous = seen.get(name)
+        seen[name] = report.health
+        if record is None or report.health is previous or record.health is report.health:
+            continue
+        if previous is None and report.health is Health.READY:
+            continue
+        updated = store.set_node_health(name, report.health, report.reason, now)
+        store.append_event(Event(at=now, kind="node_health", reason="ClusterReported", node=name,
+                                 message=f"{name} → {report.health}: {report.reason}",
+                                 data={"health": report.health.value, "was": record.health.value}))
+        changed.append(updated)
+    return changed

@@ -22,7 +22,8 @@ from ..model.job import JobSpec
 from ..model.team import TeamConfig
 from ..policy.decisions import Reason
 from ..policy.snapshot import AdmittedAs, Placement
-from .records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, UsageRecord
+from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
+from .records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord, UsageRecord
 
 
 class Store(ABC):
@@ -141,6 +142,58 @@ class Store(ABC):
     def events(self, *, job_id: str | None = None, after_id: int | None = None,
                limit: int | None = None) -> list[Event]:
         """Oldest first; ``after_id`` pages forward from the last id a reader saw; ``limit`` keeps the first ones."""
+
+    # -- sweeps -------------------------------------------------------------------------------------------------
+    # A sweep and its trials (DESIGN §6). The store keeps the scheduler's record; the sweep controller keeps the
+    # Optuna study in step with it through the API. A trial's job is an ordinary job (kind: trial).
+    @abstractmethod
+    def create_sweep(self, spec: SweepSpec, *, user: str, now: float,
+                     idempotency_key: str | None = None) -> SweepRecord:
+        """Store a new RUNNING sweep with no trials. The same ``idempotency_key`` with an equal spec returns the
+        first sweep; with a different spec it raises ``Conflict`` and stores nothing."""
+
+    @abstractmethod
+    def get_sweep(self, sweep_id: str) -> SweepRecord: ...
+
+    @abstractmethod
+    def list_sweeps(self, *, team: str | None = None, states: Iterable[SweepState] | None = None,
+                    limit: int | None = None) -> list[SweepRecord]:
+        """Sweeps, oldest first."""
+
+    @abstractmethod
+    def cancel_sweep(self, sweep_id: str, now: float) -> SweepRecord:
+        """RUNNING → CANCELLING, and in the same transaction every ACTIVE trial → FAILED ("the sweep was
+        cancelled") with its job cancel-requested as ``request_cancel`` would (a pending one CANCELLED at once).
+        A CANCELLING or CANCELLED sweep is returned unchanged; a SUCCEEDED or FAILED one is a ``Conflict``."""
+
+    @abstractmethod
+    def finish_sweep(self, sweep_id: str, state: SweepState, message: str, now: float) -> SweepRecord:
+        """RUNNING → SUCCEEDED or FAILED, CANCELLING → CANCELLED; anything else is a ``Conflict``."""
+
+    @abstractmethod
+    def add_trial(self, sweep_id: str, number: int, params: dict[str, Choice], job: JobSpec, *,
+                  now: float) -> tuple[TrialRecord, JobRecord]:
+        """Submit ``job`` (as the sweep's user) and record trial ``number`` ACTIVE with it, together. Idempotent: a
+        trial ``number`` already recorded with equal ``params`` is returned as it is and nothing is submitted;
+        with other params it is a ``Conflict``. A sweep not RUNNING is a ``Conflict`` (no new trials)."""
+
+    @abstractmethod
+    def list_trials(self, sweep_id: str) -> list[tuple[TrialRecord, JobRecord]]:
+        """Every trial of the sweep by number, each with its job as it is now, read together: a trial seen ACTIVE
+        with its job finished really ended without a final report."""
+
+    @abstractmethod
+    def report_trial(self, job_id: str, *, step: int | None, value: float, final: bool,
+                     now: float) -> tuple[TrialRecord, JobRecord]:
+        """A trial job's report. ``final``: ACTIVE → COMPLETE with ``value`` (``Conflict`` if the trial already
+        ended). Otherwise the value of ``step``; a step already reported keeps its first value, and a report to a
+        trial that has ended changes nothing (the answer tells the job to stop). ``NotFound`` if ``job_id`` is not
+        a trial's job."""
+
+    @abstractmethod
+    def finish_trial(self, sweep_id: str, number: int, state: TrialState, *, value: float | None = None,
+                     message: str = "", now: float) -> TrialRecord:
+        """ACTIVE → ``state`` (COMPLETE needs ``value``); a trial already ended is a ``Conflict``."""
 
     # -- leadership ---------------------------------------------------------------------------------------------
     @abstractmethod

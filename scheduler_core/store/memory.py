@@ -23,9 +23,12 @@ from ..model.job import JobSpec
 from ..model.team import TeamConfig
 from ..policy.decisions import Reason
 from ..policy.snapshot import AdmittedAs, Placement
+from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
 from .base import Store
-from .ids import JobIdGenerator
-from .records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, UsageRecord
+from .ids import SWEEP_PREFIX, JobIdGenerator
+from .records import (CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord,
+                      UsageRecord)
+from .sweep_rules import check_new_trial, check_same_params, check_sweep_finish, check_trial_finish
 
 #: A unit is one GPU or MIG slice: (node, flavour, index into ``Node.devices[flavour]``).
 Unit = tuple[str, str, int]
@@ -58,6 +61,11 @@ class MemoryStore(Store):
         self._events_by_job: dict[str, list[int]] = {}       # job id → positions in ``_events``
         self._lease: _Lease | None = None
         self._epoch = 0
+        self._sweep_ids = JobIdGenerator(seed, prefix=SWEEP_PREFIX)
+        self._sweeps: dict[str, SweepRecord] = {}
+        self._sweep_keys: dict[str, str] = {}                # key → sweep id
+        self._trials: dict[str, dict[int, TrialRecord]] = {}  # sweep id → number → trial
+        self._trial_of_job: dict[str, tuple[str, int]] = {}   # job id → (sweep id, number)
 
     # -- configuration -------------------------------------------------------------------------------------------
     def sync_nodes(self, nodes: Sequence[Node]) -> None:
@@ -100,15 +108,9 @@ class MemoryStore(Store):
                     raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for job {first.id} "
                                    f"with a different spec")
                 return first
-            job_id = self._ids.next(self._jobs)
-            record = JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now,
-                               queued_at=now)
-            self._jobs[job_id] = record
-            self._order[job_id] = (now, len(self._order))
-            self._by_state[JobState.PENDING][job_id] = None
-            self._by_team.setdefault(spec.team, {})[job_id] = None
+            record = self._insert(spec, user, now)
             if idempotency_key is not None:
-                self._idempotency[idempotency_key] = job_id
+                self._idempotency[idempotency_key] = record.id
             return record
 
     def get(self, job_id: str) -> JobRecord:
@@ -234,15 +236,7 @@ class MemoryStore(Store):
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
         """Cancelling a cancelled job returns it unchanged; cancelling one that ended otherwise is a ``Conflict``."""
         with self._lock:
-            job = self._job(job_id)
-            if job.state is JobState.PENDING:
-                return self._put(dataclasses.replace(job, state=JobState.CANCELLED, finished_at=now,
-                                                     cancel_requested=True, message="cancelled while pending"))
-            if job.state is JobState.CANCELLED:
-                return job
-            if job.state.finished:
-                raise Conflict(f"job {job_id} already ended as {job.state}; there is nothing to cancel")
-            return self._put(dataclasses.replace(job, cancel_requested=True))
+            return self._cancel(self._job(job_id), now)
 
     def request_checkpoint(self, job_id: str, now: float) -> JobRecord:
         with self._lock:
@@ -325,7 +319,144 @@ class MemoryStore(Store):
         with self._lock:
             return self._epoch
 
+    # -- sweeps -------------------------------------------------------------------------------------------------
+    def create_sweep(self, spec: SweepSpec, *, user: str, now: float,
+                     idempotency_key: str | None = None) -> SweepRecord:
+        with self._lock:
+            if idempotency_key is not None and idempotency_key in self._sweep_keys:
+                first = self._sweeps[self._sweep_keys[idempotency_key]]
+                if first.spec != spec:
+                    raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for sweep {first.id} "
+                                   f"with a different spec")
+                return first
+            sweep_id = self._sweep_ids.next(self._sweeps)
+            record = SweepRecord(id=sweep_id, spec=spec, user=user, state=SweepState.RUNNING, created_at=now)
+            self._sweeps[sweep_id] = record
+            self._trials[sweep_id] = {}
+            if idempotency_key is not None:
+                self._sweep_keys[idempotency_key] = sweep_id
+            return record
+
+    def get_sweep(self, sweep_id: str) -> SweepRecord:
+        with self._lock:
+            return self._sweep(sweep_id)
+
+    def list_sweeps(self, *, team: str | None = None, states: Iterable[SweepState] | None = None,
+                    limit: int | None = None) -> list[SweepRecord]:
+        with self._lock:
+            wanted = None if states is None else set(states)
+            out = [s for s in self._sweeps.values()
+                   if (team is None or s.team == team) and (wanted is None or s.state in wanted)]
+            return out if limit is None else out[:max(limit, 0)]
+
+    def cancel_sweep(self, sweep_id: str, now: float) -> SweepRecord:
+        with self._lock:
+            sweep = self._sweep(sweep_id)
+            if sweep.state in (SweepState.CANCELLING, SweepState.CANCELLED):
+                return sweep
+            if sweep.state is not SweepState.RUNNING:
+                raise Conflict(f"sweep {sweep_id} already ended as {sweep.state}; there is nothing to cancel")
+            trials = self._trials[sweep_id]
+            for number, trial in trials.items():
+                if trial.state is TrialState.ACTIVE:
+                    trials[number] = dataclasses.replace(trial, state=TrialState.FAILED, finished_at=now,
+                                                         message="the sweep was cancelled")
+                    job = self._jobs[trial.job_id]
+                    if not job.state.finished:
+                        self._cancel(job, now)
+            record = dataclasses.replace(sweep, state=SweepState.CANCELLING)
+            self._sweeps[sweep_id] = record
+            return record
+
+    def finish_sweep(self, sweep_id: str, state: SweepState, message: str, now: float) -> SweepRecord:
+        with self._lock:
+            sweep = self._sweep(sweep_id)
+            check_sweep_finish(sweep, state)
+            record = dataclasses.replace(sweep, state=state, message=message, finished_at=now)
+            self._sweeps[sweep_id] = record
+            return record
+
+    def add_trial(self, sweep_id: str, number: int, params: dict[str, Choice], job: JobSpec, *,
+                  now: float) -> tuple[TrialRecord, JobRecord]:
+        with self._lock:
+            sweep = self._sweep(sweep_id)
+            existing = self._trials[sweep_id].get(number)
+            if existing is not None:
+                check_same_params(sweep_id, existing, params)
+                return existing, self._jobs[existing.job_id]
+            check_new_trial(sweep, number)
+            record = self._insert(job, sweep.user, now)
+            trial = TrialRecord(sweep_id=sweep_id, number=number, job_id=record.id, params=dict(params),
+                                state=TrialState.ACTIVE, created_at=now)
+            self._trials[sweep_id][number] = trial
+            self._trial_of_job[record.id] = (sweep_id, number)
+            return trial, record
+
+    def list_trials(self, sweep_id: str) -> list[tuple[TrialRecord, JobRecord]]:
+        with self._lock:
+            self._sweep(sweep_id)
+            return [(t, self._jobs[t.job_id]) for _, t in sorted(self._trials[sweep_id].items())]
+
+    def report_trial(self, job_id: str, *, step: int | None, value: float, final: bool,
+                     now: float) -> tuple[TrialRecord, JobRecord]:
+        with self._lock:
+            where = self._trial_of_job.get(job_id)
+            if where is None:
+                self._job(job_id)
+                raise NotFound(f"job {job_id} is not a sweep trial")
+            sweep_id, number = where
+            trial = self._trials[sweep_id][number]
+            if final:
+                if trial.state is not TrialState.ACTIVE:
+                    raise Conflict(f"trial {number} of sweep {sweep_id} already ended as {trial.state}: "
+                                   f"its final value is not recorded")
+                trial = dataclasses.replace(trial, state=TrialState.COMPLETE, value=value, finished_at=now)
+            elif step is None:
+                raise ValueError("an intermediate report needs a step")
+            elif trial.state is TrialState.ACTIVE and all(s != step for s, _ in trial.intermediate):
+                trial = dataclasses.replace(trial, intermediate=tuple(sorted((*trial.intermediate, (step, value)))))
+            self._trials[sweep_id][number] = trial
+            return trial, self._jobs[job_id]
+
+    def finish_trial(self, sweep_id: str, number: int, state: TrialState, *, value: float | None = None,
+                     message: str = "", now: float) -> TrialRecord:
+        with self._lock:
+            self._sweep(sweep_id)
+            trial = self._trials[sweep_id].get(number)
+            if trial is None:
+                raise NotFound(f"sweep {sweep_id} has no trial {number}")
+            check_trial_finish(trial, state, value)
+            trial = dataclasses.replace(trial, state=state, value=value, message=message, finished_at=now)
+            self._trials[sweep_id][number] = trial
+            return trial
+
     # -- helpers (called with the lock held) --------------------------------------------------------------------
+    def _insert(self, spec: JobSpec, user: str, now: float) -> JobRecord:
+        """A new PENDING job in every index."""
+        job_id = self._ids.next(self._jobs)
+        record = JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now, queued_at=now)
+        self._jobs[job_id] = record
+        self._order[job_id] = (now, len(self._order))
+        self._by_state[JobState.PENDING][job_id] = None
+        self._by_team.setdefault(spec.team, {})[job_id] = None
+        return record
+
+    def _cancel(self, job: JobRecord, now: float) -> JobRecord:
+        if job.state is JobState.PENDING:
+            return self._put(dataclasses.replace(job, state=JobState.CANCELLED, finished_at=now,
+                                                 cancel_requested=True, message="cancelled while pending"))
+        if job.state is JobState.CANCELLED:
+            return job
+        if job.state.finished:
+            raise Conflict(f"job {job.id} already ended as {job.state}; there is nothing to cancel")
+        return self._put(dataclasses.replace(job, cancel_requested=True))
+
+    def _sweep(self, sweep_id: str) -> SweepRecord:
+        try:
+            return self._sweeps[sweep_id]
+        except KeyError:
+            raise NotFound(f"no sweep {sweep_id!r}") from None
+
     def _fence(self, epoch: int) -> None:
         if epoch < self._epoch:
             raise StaleLeader(f"epoch {epoch} is older than the current lease's epoch {self._epoch}: "

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..model.cluster import Health, Node
 from ..model.job import JobSpec
+from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
 from ..policy.decisions import Reason
 from ..policy.snapshot import AdmittedAs, Placement
 
@@ -124,3 +125,40 @@ class Event:
     team: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRecord:
+    """A sweep as the store keeps it. Its trials are ``TrialRecord``s; its study lives in Optuna storage."""
+
+    id: str
+    spec: SweepSpec
+    user: str
+    state: SweepState
+    created_at: float
+    finished_at: float | None = None
+    message: str = ""
+
+    @property
+    def team(self) -> str:
+        return self.spec.team
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """One trial of a sweep: its Optuna number, its parameters, its job, and what it reported.
+
+    ``intermediate`` is ``(step, value)`` in step order, the first value of each step (a trial resumed from a
+    checkpoint repeats steps; Optuna keeps the first too). ``value`` is the final objective of a COMPLETE trial.
+    """
+
+    sweep_id: str
+    number: int
+    job_id: str
+    params: dict[str, Choice]
+    state: TrialState
+    created_at: float
+    value: float | None = None
+    intermediate: tuple[tuple[int, float], ...] = ()
+    message: str = ""
+    finished_at: float | None = None

@@ -6,7 +6,10 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = ("scheduler_core.client", "scheduler_core.schemas", "scheduler_core.model")
+#: The Kubernetes names and pod builders are shared with the executor (issue 8: one set of pod builders), so a
+#: notebook pod is built exactly as the executor builds it; they are pure functions, not the server side.
+ALLOWED = ("scheduler_core.client", "scheduler_core.schemas", "scheduler_core.model", "scheduler_core.kube.names",
+           "scheduler_core.kube.manifests")
 
 
 def _scheduler_imports(path: Path) -> set[str]:

@@ -32,11 +32,12 @@ from scheduler_core.store.base import Store
 from scheduler_core.store.records import CheckpointRecord, Event, JobRecord, JobState
 
 from .runtime_builders import cluster_nodes, make_spec, place, team_configs, whole_nodes
+from .sweep_store_contract import SweepStoreContract
 
 N0, N1, N2 = "h100-b0-n00", "h100-b0-n01", "h100-b0-n02"
 
 
-class StoreContract(ABC):
+class StoreContract(SweepStoreContract, ABC):
     @abstractmethod
     def make_store(self, tmp_path: Path) -> Store:
         """A new, empty store."""

@@ -348,3 +348,21 @@ def test_a_relaunch_needs_a_new_attempt_and_logs_apart(harness: LocalHarness) ->
     logs = harness.state_dir / "logs" / "job_re"
     assert (logs / "0" / "rank-0.log").read_text() == "first\n"
     assert (logs / "1" / "rank-0.log").read_text() == "second\n"
+
+
+def test_a_relative_state_dir_works_for_pods_running_elsewhere(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`shoal up` defaults to ./.shoal; pods run in their own working directory and must still find their files."""
+    monkeypatch.chdir(tmp_path)
+    h = LocalHarness(tmp_path)
+    h._executor = LocalExecutor(Path(".shoal-relative"), NODES.values(), env=base_env())
+    h.state_dir = tmp_path / ".shoal-relative"
+    h._all.append(h._executor)
+    try:
+        launch(h, "job_rel", "import os; print('rank', os.environ['RANK'])", pods=2)
+        watch = Watch(h)
+        watch.until(watch.ended("job_rel", 2), "both pods to exit")
+        assert [e.exit_code for e in watch.events if e.kind is PodEventKind.EXITED] == [0, 0]
+        assert (h.state_dir / "logs" / "job_rel" / "0" / "rank-1.log").read_text() == "rank 1\n"
+    finally:
+        h.close()

@@ -239,6 +239,27 @@ def test_request_stop_asks_for_a_checkpoint(tmp_path: Path) -> None:
     assert ctx.should_stop() and ctx.should_checkpoint()
 
 
+def test_a_raised_counter_in_the_control_file_asks_for_one_checkpoint(tmp_path: Path) -> None:
+    """Where no signal can be sent (a Kubernetes pod), the scheduler raises a counter in the control file."""
+    clock = FakeClock()
+    control = tmp_path / "control"
+    ctx = make_ctx(tmp_path, control_file=str(control), clock=clock, interval=3600)
+    assert not ctx.should_checkpoint()                     # no file yet: no request
+    control.write_text("1")
+    assert not ctx.should_checkpoint()                     # read at most every control_poll_s
+    clock.advance(0.5)
+    assert ctx.should_checkpoint()
+    ctx.save(1, b"x")
+    clock.advance(0.5)
+    assert not ctx.should_checkpoint()                     # the same counter is one request, served once
+    control.write_text("not a number")
+    clock.advance(0.5)
+    assert not ctx.should_checkpoint()                     # a half-written file is no request
+    control.write_text("2")
+    clock.advance(0.5)
+    assert ctx.should_checkpoint()
+
+
 # -- real signals -----------------------------------------------------------------------------------------------
 
 TRAINER = textwrap.dedent("""
@@ -280,7 +301,10 @@ def test_sigusr1_checkpoints_and_sigterm_checkpoints_then_exits_zero(tmp_path: P
     assert len(saved) == 1
     latest = make_ctx(tmp_path).resume()
     assert latest is not None and latest.step == int(saved[0].split()[1])
-    assert [r["step"] for r in reports(tmp_path)] == sorted(r["step"] for r in reports(tmp_path))
+    saves = [r["step"] for r in reports(tmp_path) if r["kind"] == "checkpoint"]
+    assert saves == sorted(saves) and len(saves) == 2
+    # Installing the handlers is reported first, so an executor that cannot see them may stop the job now.
+    assert reports(tmp_path)[0]["kind"] == "ready"
     # A restart resumes after the newest checkpoint.
     again = start_trainer(tmp_path)
     again.send_signal(signal.SIGTERM)

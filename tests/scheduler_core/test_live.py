@@ -97,8 +97,9 @@ def test_one_leader_at_a_time_and_a_standby_takes_over_with_a_larger_epoch(store
         leader.stop()                      # a clean shutdown gives the lease up
         await until(lambda: standby.is_leader, "the standby to take over", 10.0)
         assert standby.epoch is not None and standby.epoch > first
-        events = [e for e in store.events() if e.kind == "leadership"]
-        assert [e.data["holder"] for e in events][-2:] == [leader.holder, standby.holder]
+        # The new leader records its election just after it starts leading: wait for the record, not a tick.
+        await until(lambda: [e.data["holder"] for e in store.events() if e.kind == "leadership"][-2:]
+                    == [leader.holder, standby.holder], "the takeover to be recorded", 10.0)
     running(a, b)(body)
 
 

@@ -173,5 +173,45 @@ api_tokens = Table(
     Column("revoked", Boolean, nullable=False, default=False),
 )
 
+#: Sweeps (DESIGN §6): the scheduler's record of each sweep and its trials. The Optuna study is elsewhere (Optuna's
+#: own storage); ``sweep_trials.job_id`` ties a trial to its ordinary job row.
+sweeps = Table(
+    "sweeps", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("team", String(63), nullable=False),
+    Column("user_name", String(128), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("spec", Text, nullable=False),
+    Column("idempotency_key", String(256), nullable=True, unique=True),
+    Column("created_at", Double, nullable=False),
+    Column("finished_at", Double, nullable=True),
+    Column("message", Text, nullable=False, default=""),
+    Index(None, "state"),
+)
+
+sweep_trials = Table(
+    "sweep_trials", metadata,
+    Column("sweep_id", String(64), ForeignKey("sweeps.id"), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("job_id", String(64), ForeignKey("jobs.id"), nullable=False, unique=True),
+    Column("params", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("value", Double, nullable=True),
+    Column("message", Text, nullable=False, default=""),
+    Column("created_at", Double, nullable=False),
+    Column("finished_at", Double, nullable=True),
+)
+
+#: One row per reported step; the primary key keeps a step's first value (a resumed trial repeats steps).
+sweep_trial_values = Table(
+    "sweep_trial_values", metadata,
+    Column("sweep_id", String(64), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("value", Double, nullable=False),
+)
+
 __all__ = ["SCHEDULER_LEASE", "allocations", "api_tokens", "bound_units", "checkpoints",
-           "events", "jobs", "lease", "metadata", "nodes", "teams", "usage"]
+           "events", "jobs", "lease", "metadata", "nodes", "sweep_trial_values", "sweep_trials", "sweeps", "teams",
+           "usage"]

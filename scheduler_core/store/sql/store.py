@@ -21,7 +21,9 @@ import threading
 from collections.abc import Container, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, Row, and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import (
+    Connection, CursorResult, Row, Table, and_, bindparam, delete, func, insert, select, text, update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from ...auth.tokens import Identity, TokenStore, hash_token, new_token
@@ -31,13 +33,17 @@ from ...model.job import JobSpec
 from ...model.team import TeamConfig
 from ...policy.decisions import Reason
 from ...policy.snapshot import AdmittedAs, Placement
+from ...model.sweep import Choice, SweepSpec, SweepState, TrialState
 from ..base import Store
-from ..ids import JobIdGenerator
-from ..records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, UsageRecord
+from ..ids import SWEEP_PREFIX, JobIdGenerator
+from ..records import (CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord,
+                       UsageRecord)
+from ..sweep_rules import check_new_trial, check_same_params, check_sweep_finish, check_trial_finish
 from . import codec
 from .database import Database
 from .schema import (
-    SCHEDULER_LEASE, allocations, api_tokens, bound_units, checkpoints, events, jobs, lease, nodes, teams, usage,
+    SCHEDULER_LEASE, allocations, api_tokens, bound_units, checkpoints, events, jobs, lease, nodes, sweep_trial_values,
+    sweep_trials, sweeps, teams, usage,
 )
 
 _CHUNK = 500
@@ -66,13 +72,17 @@ def _new_id(result: CursorResult[Any]) -> int:
 
 
 class _Taken(Container[str]):
-    """Job ids already in the database, asked one at a time (a collision is rare: ids are random)."""
+    """Ids already in the database (jobs, or another table with ``seq`` and ``id``), asked one at a time (a
+    collision is rare: ids are random)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, table: Table = jobs) -> None:
         self._conn = conn
+        self._table = table
 
     def __contains__(self, job_id: object) -> bool:
-        return self._conn.execute(_ID_TAKEN, {"id": job_id}).first() is not None
+        query = _ID_TAKEN if self._table is jobs else select(self._table.c.seq).where(
+            self._table.c.id == bindparam("id"))
+        return self._conn.execute(query, {"id": job_id}).first() is not None
 
 
 _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
@@ -101,6 +111,8 @@ class SqlStore(Store, TokenStore):
         self._ids_lock = threading.Lock()
         self._specs: dict[str, JobSpec] = {}
         self._records: dict[str, tuple[tuple[Any, ...], JobRecord]] = {}
+        self._sweep_ids = JobIdGenerator(seed, prefix=SWEEP_PREFIX)
+        self._sweep_specs: dict[str, SweepSpec] = {}
         self._nodes: dict[str, Node] = {}
 
     @property
@@ -181,17 +193,7 @@ class SqlStore(Store, TokenStore):
                         raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for job {first.id} "
                                        f"with a different spec")
                     return first
-            with self._ids_lock:
-                job_id = self._ids.next(_Taken(conn))
-            conn.execute(_JOB_INSERT, dict(
-                id=job_id, team=spec.team, user_name=user, state=JobState.PENDING.value, spec=spec_json,
-                idempotency_key=idempotency_key, submitted_at=now, queued_at=now, front_of_queue=False,
-                requeue_on_exit=False, restarts=0, infra_restarts=0, preemptions=0, attained_gpu_s=0.0,
-                avoid_nodes="[]", wait_message="", message="", cancel_requested=False, checkpoint_requested=False,
-                epoch=0))
-            self._specs[job_id] = spec
-            return JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now,
-                             queued_at=now)
+            return self._insert_job(conn, spec, spec_json, user=user, now=now, idempotency_key=idempotency_key)
 
         # Two processes may pick the same id, or race on one idempotency key: the loser retries and then sees
         # the winner's row.
@@ -351,17 +353,7 @@ class SqlStore(Store, TokenStore):
         self.db.write(run)
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
-        def run(conn: Connection) -> JobRecord:
-            job = self._job_record(self._job_row(conn, job_id, lock=True))
-            if job.state is JobState.PENDING:
-                return self._update_job(conn, job_id, state=JobState.CANCELLED.value, finished_at=now,
-                                        cancel_requested=True, message="cancelled while pending")
-            if job.state is JobState.CANCELLED:
-                return job
-            if job.state.finished:
-                raise Conflict(f"job {job_id} already ended as {job.state}; there is nothing to cancel")
-            return self._update_job(conn, job_id, cancel_requested=True)
-        return self.db.write(run)
+        return self.db.write(lambda conn: self._cancel(conn, job_id, now))
 
     def request_checkpoint(self, job_id: str, now: float) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
@@ -520,7 +512,234 @@ class SqlStore(Store, TokenStore):
         """Units held right now (each row is one GPU or slice; the primary key makes each held at most once)."""
         return int(self.db.read(lambda conn: conn.execute(select(func.count()).select_from(bound_units)).scalar_one()))
 
+    # -- sweeps -------------------------------------------------------------------------------------------------
+    def create_sweep(self, spec: SweepSpec, *, user: str, now: float,
+                     idempotency_key: str | None = None) -> SweepRecord:
+        spec_json = codec.dumps(spec)
+
+        def run(conn: Connection) -> SweepRecord:
+            if idempotency_key is not None:
+                row = conn.execute(select(sweeps).where(sweeps.c.idempotency_key == idempotency_key)).first()
+                if row is not None:
+                    first = self._sweep_record(row)
+                    if first.spec != spec:
+                        raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for sweep {first.id} "
+                                       f"with a different spec")
+                    return first
+            with self._ids_lock:
+                sweep_id = self._sweep_ids.next(_Taken(conn, sweeps))
+            conn.execute(insert(sweeps).values(
+                id=sweep_id, team=spec.team, user_name=user, state=SweepState.RUNNING.value, spec=spec_json,
+                idempotency_key=idempotency_key, created_at=now, finished_at=None, message=""))
+            self._sweep_specs[sweep_id] = spec
+            return SweepRecord(id=sweep_id, spec=spec, user=user, state=SweepState.RUNNING, created_at=now)
+
+        for attempt in range(5):
+            try:
+                return self.db.write(run)
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get_sweep(self, sweep_id: str) -> SweepRecord:
+        return self.db.read(lambda conn: self._sweep_record(self._sweep_row(conn, sweep_id)))
+
+    def list_sweeps(self, *, team: str | None = None, states: Iterable[SweepState] | None = None,
+                    limit: int | None = None) -> list[SweepRecord]:
+        query = select(sweeps).order_by(sweeps.c.seq)
+        if team is not None:
+            query = query.where(sweeps.c.team == team)
+        if states is not None:
+            query = query.where(sweeps.c.state.in_([state.value for state in states]))
+        if limit is not None:
+            query = query.limit(max(limit, 0))
+        rows = self.db.read(lambda conn: conn.execute(query).all())
+        return [self._sweep_record(row) for row in rows]
+
+    def cancel_sweep(self, sweep_id: str, now: float) -> SweepRecord:
+        def run(conn: Connection) -> SweepRecord:
+            sweep = self._sweep_record(self._sweep_row(conn, sweep_id, lock=True))
+            if sweep.state in (SweepState.CANCELLING, SweepState.CANCELLED):
+                return sweep
+            if sweep.state is not SweepState.RUNNING:
+                raise Conflict(f"sweep {sweep_id} already ended as {sweep.state}; there is nothing to cancel")
+            active = conn.execute(select(sweep_trials.c.number, sweep_trials.c.job_id).where(and_(
+                sweep_trials.c.sweep_id == sweep_id, sweep_trials.c.state == TrialState.ACTIVE.value))).all()
+            for row in active:
+                conn.execute(update(sweep_trials).where(and_(
+                    sweep_trials.c.sweep_id == sweep_id, sweep_trials.c.number == row.number)).values(
+                    state=TrialState.FAILED.value, finished_at=now, message="the sweep was cancelled"))
+                job = self._job_record(self._job_row(conn, row.job_id, lock=True))
+                if not job.state.finished:
+                    self._cancel(conn, row.job_id, now)
+            conn.execute(update(sweeps).where(sweeps.c.id == sweep_id).values(state=SweepState.CANCELLING.value))
+            return self._sweep_record(self._sweep_row(conn, sweep_id))
+        return self.db.write(run)
+
+    def finish_sweep(self, sweep_id: str, state: SweepState, message: str, now: float) -> SweepRecord:
+        def run(conn: Connection) -> SweepRecord:
+            sweep = self._sweep_record(self._sweep_row(conn, sweep_id, lock=True))
+            check_sweep_finish(sweep, state)
+            conn.execute(update(sweeps).where(sweeps.c.id == sweep_id).values(
+                state=state.value, message=message, finished_at=now))
+            return self._sweep_record(self._sweep_row(conn, sweep_id))
+        return self.db.write(run)
+
+    def add_trial(self, sweep_id: str, number: int, params: dict[str, Choice], job: JobSpec, *,
+                  now: float) -> tuple[TrialRecord, JobRecord]:
+        spec_json = codec.spec_to_json(job)
+
+        def run(conn: Connection) -> tuple[TrialRecord, JobRecord]:
+            sweep = self._sweep_record(self._sweep_row(conn, sweep_id, lock=True))
+            row = conn.execute(select(sweep_trials).where(and_(
+                sweep_trials.c.sweep_id == sweep_id, sweep_trials.c.number == number))).first()
+            if row is not None:
+                existing = self._trial_record(row, ())
+                check_same_params(sweep_id, existing, params)
+                return existing, self._job_record(self._job_row(conn, existing.job_id))
+            check_new_trial(sweep, number)
+            record = self._insert_job(conn, job, spec_json, user=sweep.user, now=now, idempotency_key=None)
+            conn.execute(insert(sweep_trials).values(
+                sweep_id=sweep_id, number=number, job_id=record.id, params=json.dumps(params, sort_keys=True),
+                state=TrialState.ACTIVE.value, value=None, message="", created_at=now, finished_at=None))
+            return TrialRecord(sweep_id=sweep_id, number=number, job_id=record.id, params=dict(params),
+                               state=TrialState.ACTIVE, created_at=now), record
+
+        for attempt in range(5):
+            try:
+                return self.db.write(run)
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def list_trials(self, sweep_id: str) -> list[tuple[TrialRecord, JobRecord]]:
+        def run(conn: Connection) -> list[tuple[TrialRecord, JobRecord]]:
+            self._sweep_row(conn, sweep_id)
+            values: dict[int, list[tuple[int, float]]] = {}
+            for row in conn.execute(select(sweep_trial_values).where(sweep_trial_values.c.sweep_id == sweep_id)
+                                    .order_by(sweep_trial_values.c.number, sweep_trial_values.c.step)):
+                values.setdefault(row.number, []).append((row.step, row.value))
+            rows = conn.execute(
+                select(sweep_trials.c.number.label("t_number"), sweep_trials.c.params.label("t_params"),
+                       sweep_trials.c.state.label("t_state"), sweep_trials.c.value.label("t_value"),
+                       sweep_trials.c.message.label("t_message"), sweep_trials.c.created_at.label("t_created_at"),
+                       sweep_trials.c.finished_at.label("t_finished_at"), *_JOB_SELECT.selected_columns)
+                .select_from(sweep_trials.join(jobs, sweep_trials.c.job_id == jobs.c.id)
+                             .outerjoin(checkpoints, jobs.c.last_checkpoint_id == checkpoints.c.id))
+                .where(sweep_trials.c.sweep_id == sweep_id).order_by(sweep_trials.c.number)).all()
+            return [(TrialRecord(
+                sweep_id=sweep_id, number=row.t_number, job_id=row.id, params=json.loads(row.t_params),
+                state=TrialState(row.t_state), created_at=row.t_created_at, value=row.t_value,
+                intermediate=tuple(values.get(row.t_number, ())), message=row.t_message,
+                finished_at=row.t_finished_at), self._build_job_record(row)) for row in rows]
+        return self.db.read(run)
+
+    def report_trial(self, job_id: str, *, step: int | None, value: float, final: bool,
+                     now: float) -> tuple[TrialRecord, JobRecord]:
+        if not final and step is None:
+            raise ValueError("an intermediate report needs a step")
+
+        def run(conn: Connection) -> tuple[TrialRecord, JobRecord]:
+            job = self._job_record(self._job_row(conn, job_id))
+            query = select(sweep_trials).where(sweep_trials.c.job_id == job_id)
+            row = conn.execute(query.with_for_update()).first()
+            if row is None:
+                raise NotFound(f"job {job_id} is not a sweep trial")
+            trial = self._trial_record(row, ())
+            if final:
+                if trial.state is not TrialState.ACTIVE:
+                    raise Conflict(f"trial {trial.number} of sweep {trial.sweep_id} already ended as {trial.state}: "
+                                   f"its final value is not recorded")
+                conn.execute(update(sweep_trials).where(sweep_trials.c.job_id == job_id).values(
+                    state=TrialState.COMPLETE.value, value=value, finished_at=now))
+            elif trial.state is TrialState.ACTIVE:
+                key = and_(sweep_trial_values.c.sweep_id == trial.sweep_id,
+                           sweep_trial_values.c.number == trial.number, sweep_trial_values.c.step == step)
+                if conn.execute(select(sweep_trial_values.c.step).where(key)).first() is None:
+                    conn.execute(insert(sweep_trial_values).values(
+                        sweep_id=trial.sweep_id, number=trial.number, step=step, value=value))
+            return self._trial_with_values(conn, trial.sweep_id, trial.number), job
+
+        for attempt in range(5):
+            try:
+                return self.db.write(run)
+            except IntegrityError:          # two reports of one new step at once: the loser finds it recorded
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def finish_trial(self, sweep_id: str, number: int, state: TrialState, *, value: float | None = None,
+                     message: str = "", now: float) -> TrialRecord:
+        def run(conn: Connection) -> TrialRecord:
+            self._sweep_row(conn, sweep_id)
+            key = and_(sweep_trials.c.sweep_id == sweep_id, sweep_trials.c.number == number)
+            row = conn.execute(select(sweep_trials).where(key).with_for_update()).first()
+            if row is None:
+                raise NotFound(f"sweep {sweep_id} has no trial {number}")
+            check_trial_finish(self._trial_record(row, ()), state, value)
+            conn.execute(update(sweep_trials).where(key).values(
+                state=state.value, value=value, message=message, finished_at=now))
+            return self._trial_with_values(conn, sweep_id, number)
+        return self.db.write(run)
+
     # -- helpers (inside a transaction) --------------------------------------------------------------------------
+    def _insert_job(self, conn: Connection, spec: JobSpec, spec_json: str, *, user: str, now: float,
+                    idempotency_key: str | None) -> JobRecord:
+        with self._ids_lock:
+            job_id = self._ids.next(_Taken(conn))
+        conn.execute(_JOB_INSERT, dict(
+            id=job_id, team=spec.team, user_name=user, state=JobState.PENDING.value, spec=spec_json,
+            idempotency_key=idempotency_key, submitted_at=now, queued_at=now, front_of_queue=False,
+            requeue_on_exit=False, restarts=0, infra_restarts=0, preemptions=0, attained_gpu_s=0.0,
+            avoid_nodes="[]", wait_message="", message="", cancel_requested=False, checkpoint_requested=False,
+            epoch=0))
+        self._specs[job_id] = spec
+        return JobRecord(id=job_id, spec=spec, user=user, state=JobState.PENDING, submitted_at=now, queued_at=now)
+
+    def _cancel(self, conn: Connection, job_id: str, now: float) -> JobRecord:
+        job = self._job_record(self._job_row(conn, job_id, lock=True))
+        if job.state is JobState.PENDING:
+            return self._update_job(conn, job_id, state=JobState.CANCELLED.value, finished_at=now,
+                                    cancel_requested=True, message="cancelled while pending")
+        if job.state is JobState.CANCELLED:
+            return job
+        if job.state.finished:
+            raise Conflict(f"job {job_id} already ended as {job.state}; there is nothing to cancel")
+        return self._update_job(conn, job_id, cancel_requested=True)
+
+    def _sweep_row(self, conn: Connection, sweep_id: str, *, lock: bool = False) -> Row[Any]:
+        query = select(sweeps).where(sweeps.c.id == sweep_id)
+        if lock:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(f"no sweep {sweep_id!r}")
+        return row
+
+    def _sweep_record(self, row: Row[Any]) -> SweepRecord:
+        spec = self._sweep_specs.get(row.id)
+        if spec is None:
+            spec = self._sweep_specs[row.id] = SweepSpec.model_validate(json.loads(row.spec))
+        return SweepRecord(id=row.id, spec=spec, user=row.user_name, state=SweepState(row.state),
+                           created_at=row.created_at, finished_at=row.finished_at, message=row.message)
+
+    @staticmethod
+    def _trial_record(row: Row[Any], intermediate: Iterable[tuple[int, float]]) -> TrialRecord:
+        return TrialRecord(sweep_id=row.sweep_id, number=row.number, job_id=row.job_id,
+                           params=json.loads(row.params), state=TrialState(row.state), created_at=row.created_at,
+                           value=row.value, intermediate=tuple(intermediate), message=row.message,
+                           finished_at=row.finished_at)
+
+    def _trial_with_values(self, conn: Connection, sweep_id: str, number: int) -> TrialRecord:
+        row = conn.execute(select(sweep_trials).where(and_(
+            sweep_trials.c.sweep_id == sweep_id, sweep_trials.c.number == number))).one()
+        values = conn.execute(select(sweep_trial_values.c.step, sweep_trial_values.c.value).where(and_(
+            sweep_trial_values.c.sweep_id == sweep_id, sweep_trial_values.c.number == number))
+            .order_by(sweep_trial_values.c.step)).all()
+        return self._trial_record(row, ((v.step, v.value) for v in values))
+
     def _fence(self, conn: Connection, epoch: int) -> None:
         current = int(self._lease_row(conn, share=True).epoch)
         if epoch < current:

@@ -5,6 +5,7 @@ Each mistake must exit 2 with one ``shoal: error:`` line, and store nothing.
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,7 +207,7 @@ def test_token_create_prints_a_token_that_resolves(state: tuple[Path, SqlStore],
 
 @pytest.mark.parametrize(("args", "words"), [
     (("--user", "ana", "--team", "nosuch"), "no team 'nosuch'; teams: fraud-ml, search"),
-    (("--team", "search"), "Missing option '--user'"),
+    (("--user", "ana"), "Missing option '--team'"),
 ])
 def test_token_create_refuses_bad_input(state: tuple[Path, SqlStore], capsys: pytest.CaptureFixture[str],
                                         args: tuple[str, ...], words: str) -> None:
@@ -256,3 +257,12 @@ def test_up_refuses_a_port_in_use_and_an_unknown_cluster(tmp_path: Path, capsys:
     code = main(["up", "--cluster", "nosuch", "--state-dir", str(tmp_path / "b")])
     err = capsys.readouterr().err
     assert code == 2 and "no built-in cluster named 'nosuch'" in err
+
+
+def test_token_create_defaults_the_user_to_the_login_name(state: tuple[Path, SqlStore],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["token", "create", "--team", "search", "--state-dir", str(state[0])])
+    token = capsys.readouterr().out.strip()
+    assert code == 0
+    identity = state[1].resolve_token(token)
+    assert identity is not None and identity.user == getpass.getuser() and identity.team == "search"

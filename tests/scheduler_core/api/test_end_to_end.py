@@ -236,8 +236,9 @@ def test_gangs_reclaim_failure_time_limit_and_usage(up: Up) -> None:
 
     # owner reclaims lender's nominal quota: hog is preempted to checkpoint and requeued with a reason.
     owner = lender.submit(spec("owner", "lender", 2, 4, trainer(100_000))).job_id
-    preempted = eventually(lambda: (v := job(borrower, hog)).state == "PENDING" and v.preemptions == 1 and v,
-                           "hog to be preempted and requeued")
+    # The requeue lands first; the next cycle gives the reason. Wait for both.
+    preempted = eventually(lambda: (v := job(borrower, hog)).state == "PENDING" and v.preemptions == 1
+                           and v.reason is not None and v, "hog to be preempted, requeued and given a reason")
     assert preempted.last_checkpoint is not None and preempted.reason is not None
     saved_step = preempted.last_checkpoint.step
     assert f"SIGTERM: saved step {saved_step}, exiting" in up.logs(hog)[0]

@@ -1,0 +1,57 @@
+"""Two decision-neutral economies for long replays: plan estimates on a cadence, skip passes with nothing to do.
+
+``PlanEvery``: plan estimated starts on a cadence, as Slurm's backfill does (``bf_interval``), not on every pass.
+
+``run_cycle`` gives every waiting job an estimated start. Planning them is the costliest part of a pass
+(40 % of it on the busy Tuesday), yet it changes no decision: estimates only inform users. ``PlanEvery`` wraps
+Shoal's policy so a pass with no recent plan plans as usual, and the passes after it carry that plan in
+``Snapshot.plan`` (``run_cycle`` then reuses its estimates, never earlier than now). Decisions are identical to
+planning every pass; estimates are at most ``every_s`` old. The live controller can wrap its policy the same way.
+
+``SkipWhenIdle``: with no job pending and no running job at its time limit, a policy has nothing to decide (every
+decision — admit, preempt, reserve, defragment — is for a pending job, except stopping a job at its limit), so the
+pass is not run. A test checks that decisions are the same with and without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..policy.decisions import CycleResult
+from ..policy.snapshot import Plan, Snapshot
+from ..policy.types import Policy
+
+PLAN_EVERY_S = 30.0
+
+
+class PlanEvery:
+    """A ``Policy``: ``policy`` with its estimates planned at most once per ``every_s`` of virtual time."""
+
+    def __init__(self, policy: Policy, every_s: float = PLAN_EVERY_S) -> None:
+        self.policy = policy
+        self.every_s = every_s
+        self._plan: Plan | None = None
+        self.__name__ = getattr(policy, "__name__", "policy")
+
+    def __call__(self, snapshot: Snapshot, now: float) -> CycleResult:
+        if self._plan is not None and now - self._plan.made_at < self.every_s:
+            return self.policy(replace(snapshot, plan=self._plan), now)
+        result = self.policy(replace(snapshot, plan=None), now)
+        self._plan = Plan(made_at=now, estimates={w.job_id: w.estimated_start for w in result.waits})
+        return result
+
+
+class SkipWhenIdle:
+    """A ``Policy``: ``policy``, not called when nothing is pending and no running job has reached its limit."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.skipped = 0
+        self.__name__ = getattr(policy, "__name__", "policy")
+
+    def __call__(self, snapshot: Snapshot, now: float) -> CycleResult:
+        if snapshot.pending or any(not job.terminating and now >= job.started_at + job.request.time_limit_s
+                                   for job in snapshot.running):
+            return self.policy(snapshot, now)
+        self.skipped += 1
+        return CycleResult(now=now)

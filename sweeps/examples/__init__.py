@@ -1,0 +1,1 @@
+"""Example trial programs: real, small objectives a sweep can run as jobs."""

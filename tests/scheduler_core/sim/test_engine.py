@@ -1,0 +1,127 @@
+"""The engine drives the real controller: same seed, same decisions; failures restart from the last checkpoint
+on the block's hot spare; preemption checkpoints and requeues; time limits stop jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_core.sim.behaviour import NodeFault
+from scheduler_core.sim.engine import SimConfig, simulate
+from scheduler_core.sim.metrics import summarise
+from scheduler_core.sim.records import RunRecord
+
+from . import tiny
+
+POLICIES = ["shoal", "fifo", "kueue", "easy"]
+
+
+def mixed_workload() -> tiny.Workload:
+    jobs = []
+    for i in range(40):
+        gpus = [1, 2, 4, 8, 16, 24][i % 6]
+        jobs.append(tiny.job(f"j{i:02d}", team="ab"[i % 2], at=i * 97.0, gpus=gpus, work=1800 + (i * 613) % 5400,
+                             limit=4 * 3600))
+    jobs.append(tiny.job("overruns", team="a", at=20_000.0, gpus=8, work=7200.0, limit=3600.0))   # alone, late
+    return tiny.workload(*jobs)
+
+
+def decisions(record: RunRecord) -> list[object]:
+    return [(job.id, job.admissions, job.interruptions, job.running_at, job.finished_at, job.final_state)
+            for job in record.jobs]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_the_same_workload_and_seed_give_the_same_decisions(policy: str) -> None:
+    config = SimConfig(seed=7, gpu_hours_per_failure=50.0, repair_s=3600.0)   # failures often, to exercise them
+    first = simulate(mixed_workload(), policy, config)
+    second = simulate(mixed_workload(), policy, config)
+    assert first.node_failures > 0
+    assert decisions(first) == decisions(second)
+    assert first.series == second.series
+    other = simulate(mixed_workload(), policy, SimConfig(seed=8, gpu_hours_per_failure=50.0, repair_s=3600.0))
+    assert decisions(other) != decisions(first)
+
+
+def test_a_failed_gang_restarts_on_its_blocks_spare_from_its_last_checkpoint() -> None:
+    long_job = tiny.job("train", gpus=24, work=4 * 3600.0, interval=600.0, cost=20.0)
+    first = simulate(tiny.workload(long_job), "fifo", SimConfig(gpu_hours_per_failure=None), faults=[])
+    (admission,) = first.jobs[0].admissions
+    victim = admission.nodes[1]
+    record = simulate(tiny.workload(long_job), "fifo", SimConfig(gpu_hours_per_failure=None),
+                      faults=[NodeFault(at=5000.0, node=victim, repair_at=10 * 86400.0)])
+    log = record.jobs[0]
+    assert log.final_state == "SUCCEEDED"
+    assert [i.cause for i in log.interruptions] == ["failure"]
+    assert 0 < log.interruptions[0].lost_gpu_s <= 600.0 * 24 + 1e-6     # at most one interval of work
+    restart = log.admissions[1]
+    block = victim.rsplit("-", 1)[0]
+    assert victim not in restart.nodes
+    assert f"{block}-n03" in restart.nodes                              # the block's hot spare
+    assert restart.blocks == 1
+    assert 0 < restart.at - 5000.0 <= 20.0                                # restarted within two ticks
+    late = log.finished_at - first.jobs[0].finished_at
+    assert late >= log.interruptions[0].lost_gpu_s / 24
+
+
+def test_a_reclaimed_borrower_checkpoints_in_its_grace_and_loses_nothing() -> None:
+    borrower = tiny.job("borrower", team="a", at=0, gpus=48, work=6 * 3600.0, cost=30.0)
+    owner = tiny.job("owner", team="b", at=3600.0, gpus=24, work=3600.0)
+    record = simulate(tiny.workload(borrower, owner), "kueue", SimConfig(gpu_hours_per_failure=None))
+    logs = {job.id: job for job in record.jobs}
+    assert [(i.cause, i.lost_gpu_s) for i in logs["borrower"].interruptions] == [("preemption", 0.0)]
+    assert logs["borrower"].admissions[0].admitted_as == "borrowed"
+    assert logs["borrower"].final_state == "SUCCEEDED"
+    wait = logs["owner"].wait_s(record.end)
+    assert 30.0 <= wait <= 60.0          # the victim's checkpoint (30 s) plus up to two ticks
+    assert logs["owner"].in_quota
+    summary = summarise(record)
+    assert summary["preemptions"] == 1 and summary["gpu_hours_lost"] == 0.0
+
+
+def test_a_job_is_stopped_at_its_time_limit() -> None:
+    overrun = tiny.job("overrun", gpus=8, work=7200.0, limit=3600.0)
+    record = simulate(tiny.workload(overrun), "easy", SimConfig(gpu_hours_per_failure=None))
+    log = record.jobs[0]
+    assert log.final_state == "TIMED_OUT"
+    assert 3600.0 <= log.finished_at - log.running_at <= 3600.0 + 20.0 + 300.0
+
+
+def test_fitting_work_waiting_next_to_idle_gpus_lowers_utilization_while_waiting() -> None:
+    # FIFO: a whole-cluster gang heads the queue behind a running 8-GPU job; small jobs wait behind it on idle GPUs.
+    jobs = [tiny.job("first", gpus=8, at=0, work=7200.0), tiny.job("gang", gpus=64, at=10, work=600.0)]
+    jobs += [tiny.job(f"small{i}", gpus=1, at=20 + i, work=600.0, limit=1800.0) for i in range(5)]
+    fifo = summarise(simulate(tiny.workload(*jobs), "fifo", SimConfig(gpu_hours_per_failure=None)))
+    easy = summarise(simulate(tiny.workload(*jobs), "easy", SimConfig(gpu_hours_per_failure=None)))
+    assert fifo["utilization_while_waiting"] < 0.3
+    assert easy["small_job_wait_p50_s"] < fifo["small_job_wait_p50_s"]
+
+
+def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
+    from scheduler_core.policy.cycle import run_cycle
+    config = SimConfig(seed=2, gpu_hours_per_failure=200.0, repair_s=3600.0)
+    every_pass = simulate(mixed_workload(), run_cycle, config, policy_name="shoal")
+    cadenced = simulate(mixed_workload(), "shoal", config)
+    assert decisions(every_pass) == decisions(cadenced)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_skipping_passes_with_nothing_pending_changes_no_decision(policy: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler_core.sim import cadence, engine
+    config = SimConfig(seed=4, gpu_hours_per_failure=200.0, repair_s=3600.0)
+    skipping = simulate(mixed_workload(), policy, config)
+    monkeypatch.setattr(engine, "SkipWhenIdle", lambda p: p)
+    assert cadence.SkipWhenIdle is not engine.SkipWhenIdle
+    every_pass = simulate(mixed_workload(), policy, config)
+    assert decisions(every_pass) == decisions(skipping)
+    assert {job.id: job.final_state for job in skipping.jobs}["overruns"] == "TIMED_OUT"
+
+
+def test_a_warm_up_before_time_zero_runs_like_any_other_time() -> None:
+    warm = tiny.job("warm", at=-7200.0, gpus=8, work=3600.0, measured=False)
+    later = tiny.job("later", at=-3000.0, gpus=8, work=600.0)
+    record = simulate(tiny.workload(warm, later, window=(-3600.0, 0.0)), "kueue", SimConfig(gpu_hours_per_failure=None))
+    logs = {job.id: job for job in record.jobs}
+    assert logs["warm"].interruptions == [] and logs["later"].interruptions == []
+    assert -7200.0 < logs["warm"].running_at < -7200.0 + 120.0
+    assert logs["warm"].finished_at < -3000.0
