@@ -27,8 +27,8 @@ from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, 
 
 from .builders import H, make_cluster, make_job
 
-#: 100 examples each keep the file under ~15 s; SHOAL_HYPOTHESIS_EXAMPLES=2500 for a deep search.
-EXAMPLES = int(os.environ.get("SHOAL_HYPOTHESIS_EXAMPLES", "100"))
+#: 200 examples each keep the file under ~10 s; SHOAL_HYPOTHESIS_EXAMPLES=2500 for a deep search.
+EXAMPLES = int(os.environ.get("SHOAL_HYPOTHESIS_EXAMPLES", "200"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
