@@ -95,6 +95,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..auth.tokens import Identity
     from ..controller import ControllerConfig
     from ..executor.local import LocalExecutor
+    from ..policy.cadence import PlanEvery
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
     from ..service.live import LiveConfig, LiveController
@@ -126,7 +127,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     registry = make_registry(store)
     timer = CycleTimer(registry)
     live = LiveController(
-        store, executor, run_cycle, nodes=nodes, policy_config=policy_config,
+        store, executor, PlanEvery(run_cycle), nodes=nodes, policy_config=policy_config,
         config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
         controller_config=ControllerConfig(checkpoint_root=checkpoint_root),
         on_step=lambda _report, seconds: timer.observe(seconds))

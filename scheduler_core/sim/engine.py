@@ -26,7 +26,7 @@ from ..model.flavours import FLAVOURS
 from ..policy.types import Policy
 from ..policy.decisions import CycleResult, Reason
 from .baselines import BASELINES
-from .cadence import PlanEvery, SkipWhenIdle
+from ..policy.cadence import PlanEvery, SkipWhenIdle
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
 from .recorder import RecordingStore
 from .records import RunRecord, Series

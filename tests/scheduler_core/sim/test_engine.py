@@ -107,7 +107,8 @@ def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
 @pytest.mark.parametrize("policy", POLICIES)
 def test_skipping_passes_with_nothing_pending_changes_no_decision(policy: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from scheduler_core.sim import cadence, engine
+    from scheduler_core.policy import cadence
+    from scheduler_core.sim import engine
     config = SimConfig(seed=4, gpu_hours_per_failure=200.0, repair_s=3600.0)
     skipping = simulate(mixed_workload(), policy, config)
     monkeypatch.setattr(engine, "SkipWhenIdle", lambda p: p)

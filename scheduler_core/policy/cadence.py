@@ -6,7 +6,7 @@
 (40 % of it on the busy Tuesday), yet it changes no decision: estimates only inform users. ``PlanEvery`` wraps
 Shoal's policy so a pass with no recent plan plans as usual, and the passes after it carry that plan in
 ``Snapshot.plan`` (``run_cycle`` then reuses its estimates, never earlier than now). Decisions are identical to
-planning every pass; estimates are at most ``every_s`` old. The live controller can wrap its policy the same way.
+planning every pass; estimates are at most ``every_s`` old. `shoal up` wraps its policy the same way (the live controller and the simulator share it).
 
 ``SkipWhenIdle``: with no job pending and no running job at its time limit, a policy has nothing to decide (every
 decision — admit, preempt, reserve, defragment — is for a pending job, except stopping a job at its limit), so the
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..policy.decisions import CycleResult
-from ..policy.snapshot import Plan, Snapshot
-from ..policy.types import Policy
+from .decisions import CycleResult
+from .snapshot import Plan, Snapshot
+from .types import Policy
 
 PLAN_EVERY_S = 30.0
 
