@@ -27,6 +27,7 @@ class SnapshotBuilder:
                 self._shape.setdefault(flavour, (node.cpus, node.memory_gb, units))
         self._requests: dict[str, JobRequest] = {}
         self._pending: dict[str, tuple[tuple[object, ...], PendingJob]] = {}
+        self._running: dict[str, tuple[JobRecord, RunningJob]] = {}
         self._node_states: dict[str, tuple[Node, NodeState]] = {}
 
     def request(self, record: JobRecord) -> JobRequest:
@@ -47,6 +48,7 @@ class SnapshotBuilder:
         """Drop a finished job's cached parts (the simulator runs tens of thousands through one builder)."""
         self._requests.pop(job_id, None)
         self._pending.pop(job_id, None)
+        self._running.pop(job_id, None)
 
     def build(self, *, nodes: Iterable[NodeRecord], teams: Iterable[TeamConfig], pending: Iterable[JobRecord],
               running: Iterable[JobRecord], decayed_usage: Mapping[str, Mapping[str, float]]) -> Snapshot:
@@ -79,10 +81,16 @@ class SnapshotBuilder:
         return job
 
     def _running_job(self, record: JobRecord) -> RunningJob:
+        # A store that shares unchanged records (MemoryStore) hands back the very same object: reuse its RunningJob.
+        cached = self._running.get(record.id)
+        if cached is not None and cached[0] is record:
+            return cached[1]
         assert record.placement is not None and record.admitted_as is not None and record.admitted_at is not None
         self._pending.pop(record.id, None)
         checkpoint = record.last_checkpoint
-        return RunningJob(request=self.request(record), placement=record.placement, admitted_as=record.admitted_as,
-                          started_at=record.started_at if record.started_at is not None else record.admitted_at,
-                          last_checkpoint_at=checkpoint.written_at if checkpoint is not None else None,
-                          terminating=record.state is JobState.TERMINATING, terminate_by=record.terminate_by)
+        job = RunningJob(request=self.request(record), placement=record.placement, admitted_as=record.admitted_as,
+                         started_at=record.started_at if record.started_at is not None else record.admitted_at,
+                         last_checkpoint_at=checkpoint.written_at if checkpoint is not None else None,
+                         terminating=record.state is JobState.TERMINATING, terminate_by=record.terminate_by)
+        self._running[record.id] = (record, job)
+        return job

@@ -84,18 +84,22 @@ def load_workload(workload: str, cluster: str, teams: str | None, seed: int, loa
 @click.option("--repair-hours", type=float, default=48.0, show_default=True, help="How long a failed node is out.")
 @click.option("--horizon-days", type=float, default=30.0, show_default=True,
               help="Stop this many days after the last submission even if jobs remain.")
+@click.option("--tick", "tick_s", type=float, default=10.0, show_default=True,
+              help="Scheduler tick in virtual seconds: the controller steps at most once per tick (the live loop's "
+                   "is 10 s; a longer one replays long traces faster, adding up to a tick to each wait).")
 def command(workload: str, cluster: str, teams: str | None, policy: str, seed: int, load: float | None,
             as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
-            gpu_hours_per_failure: float, repair_hours: float, horizon_days: float) -> None:
+            gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, tick_s: float) -> None:
     """Replay a workload through a policy in virtual time, on the real controller, and measure it."""
-    if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0:
+    if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0 or not 1 <= tick_s <= 3600:
         raise click.UsageError("--gpu-hours-per-failure and --horizon-days must be positive, --repair-hours not "
-                               "negative")
+                               "negative, --tick between 1 and 3600 seconds")
     loaded, warnings = load_workload(workload, cluster, teams, seed, load, skip_bad_rows)
     for warning in warnings:
         click.echo(f"shoal sim: {warning}", err=True)
     config = SimConfig(seed=seed, gpu_hours_per_failure=None if no_failures else gpu_hours_per_failure,
-                       repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, progress=True)
+                       repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, tick_s=tick_s,
+                       progress=True)
     policies = POLICIES if policy == "all" else (policy,)
     records = []
     for name in policies:
