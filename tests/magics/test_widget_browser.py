@@ -4,7 +4,6 @@ stops the job. Screenshots go to ``test-output/``."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,8 @@ import nbformat
 import pytest
 
 from scheduler_core.client import ShoalClient
+
+from tests.ports import free_port
 
 from .servers import ShoalServer
 
@@ -33,10 +34,6 @@ for step in range(600):
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: object, timeout: float, what: str) -> None:

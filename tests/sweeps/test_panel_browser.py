@@ -8,7 +8,6 @@ The API is a real server in this process; the sweep controller runs here over th
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from scheduler_core.client import ShoalClient
 from scheduler_core.model.sweep import SweepState
 from sweeps.api_launcher import ApiLauncher, TrialTokens
 from sweeps.controller import SweepController
+from tests.ports import free_port
 from tests.scheduler_core.api.harness import Harness, running_harness
 
 from .test_over_the_api import Scheduler
@@ -36,10 +36,6 @@ OUTPUT = ROOT / "test-output"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
