@@ -76,6 +76,7 @@ def write_comparison(records: list[RunRecord], directory: str | Path) -> Path:
     top.set_title(f"Utilisation and queue depth — {name}")
     bottom.set_ylabel("pending jobs")
     bottom.set_yscale("symlog", linthresh=10)
+    bottom.set_ylim(bottom=0)
     bottom.set_xlabel(f"hours since the window's start ({bin_s / 60:.0f}-minute means)")
     fig.tight_layout()
     fig.savefig(out / "compare_utilization.png", dpi=110)

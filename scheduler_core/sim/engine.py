@@ -106,6 +106,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     idle_gap = config.idle_step_s
     cycles = node_failures = 0
     fitting_wait_s: dict[str, float] = {}
+    preempt_reasons: dict[str, int] = {}
     blocked: set[str] | None = None
     while next_job < len(jobs) or store.measured_open > 0:
         keepalive = last_step + idle_gap if store.pending_count > 0 else math.inf
@@ -141,6 +142,12 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         before = store.changes
         step = controller.step(at)
         cycles += 1
+        if step.cycle is not None and step.preempted and at >= workload.window[0]:
+            applied = set(step.preempted)
+            for preempt in step.cycle.preempts:
+                if preempt.job_id in applied:
+                    reason = preempt.reason.value
+                    preempt_reasons[reason] = preempt_reasons.get(reason, 0) + 1
         for deadline in store.deadlines:
             heapq.heappush(timers, deadline)
         store.deadlines.clear()
@@ -163,7 +170,8 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     return RunRecord(
         workload=workload.name, policy=name, seed=config.seed, window=workload.window, end=end, quotas=quotas,
         units_per_gpu={f: FLAVOURS[f].units_per_gpu for f in store.flavours}, block_gpus=block_gpus(nodes),
-        jobs=logs, series=series, fitting_wait_s=fitting_wait_s, node_failures=node_failures, cycles=cycles,
+        jobs=logs, series=series, fitting_wait_s=fitting_wait_s, preempt_reasons=preempt_reasons,
+        node_failures=node_failures, cycles=cycles,
         wall_s=time.perf_counter() - started, notes=workload.notes)
 
 

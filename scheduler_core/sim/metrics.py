@@ -196,6 +196,7 @@ def summarise(record: RunRecord) -> dict[str, Any]:
         "big_job_start_s": _round(max(big), 1) if big else None,
         "placement_violations": placement_violations(record.jobs, record.block_gpus, start),
         "preemptions": sum(1 for i in interruptions if i.cause == "preemption"),
+        "signals_by_reason": dict(sorted(getattr(record, "preempt_reasons", {}).items())),
         "failure_restarts": sum(1 for i in interruptions if i.cause == "failure"),
         "node_failures": record.node_failures,
         "gpu_hours_lost": _round(lost / 3600.0, 1),

@@ -124,6 +124,9 @@ class RunRecord:
     series: Series
     #: Seconds during which a pending job that would fit the idle units by count waited, by "flavour/reason".
     fitting_wait_s: dict[str, float] = field(default_factory=dict)
+    #: Preemptions the policy decided from the window's start, by ``PreemptReason`` (a decision, whether or not
+    #: the job was still running when it was applied).
+    preempt_reasons: dict[str, int] = field(default_factory=dict)
     node_failures: int = 0
     cycles: int = 0
     wall_s: float = 0.0

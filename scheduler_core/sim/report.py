@@ -166,13 +166,17 @@ def write_report(record: RunRecord, directory: str | Path) -> Path:
     teams = sorted(per_team, key=lambda t: -per_team[t][1])
     fig, ax = plt.subplots(figsize=(12, 5))
     x = np.arange(len(teams))
-    ax.bar(x - 0.2, [per_team[t][0] for t in teams], width=0.4, label="used")
+    span_h = (record.window[1] - record.window[0]) / 3600.0
+    quota = [sum(units / record.units_per_gpu.get(f, 1) for f, units in record.quotas.get(t, {}).items()) * span_h
+             for t in teams]
+    ax.bar(x - 0.2, [per_team[t][0] for t in teams], width=0.4, label="used (measured jobs)")
     ax.bar(x + 0.2, [per_team[t][1] for t in teams], width=0.4, label="entitled (min of quota, asked)")
+    ax.scatter(x, quota, marker="_", s=120, color="black", label="nominal quota over the window", zorder=3)
     ax.set_xticks(x, teams, rotation=75, fontsize=7)
     ax.set_ylabel("GPU-hours in the window")
     ax.set_yscale("symlog", linthresh=10)
     ax.legend(fontsize=8)
-    ax.set_title(f"Per-team usage vs entitlement — {title}")
+    ax.set_title(f"Per-team usage vs quota — {title}")
     fig.tight_layout()
     fig.savefig(out / "teams.png", dpi=110)
     plt.close(fig)

@@ -126,3 +126,12 @@ def test_a_warm_up_before_time_zero_runs_like_any_other_time() -> None:
     assert logs["warm"].interruptions == [] and logs["later"].interruptions == []
     assert -7200.0 < logs["warm"].running_at < -7200.0 + 120.0
     assert logs["warm"].finished_at < -3000.0
+
+
+def test_signals_are_counted_by_the_policys_reason() -> None:
+    borrower = tiny.job("borrower", team="a", at=0, gpus=48, work=6 * 3600.0, cost=30.0)
+    owner = tiny.job("owner", team="b", at=3600.0, gpus=24, work=3600.0)
+    overrun = tiny.job("overrun", team="b", at=4000.0, gpus=8, work=7200.0, limit=3600.0)
+    summary = summarise(simulate(tiny.workload(borrower, owner, overrun), "kueue",
+                                 SimConfig(gpu_hours_per_failure=None)))
+    assert summary["signals_by_reason"] == {"Reclaim": 1, "TimeLimit": 1}
