@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..model.flavours import FLAVOURS
+from ..model.job import TopologyLevel
 from .snapshot import JobRequest, NodeState, Placement, RunningJob
 
 
@@ -39,7 +40,7 @@ class Pool:
     __slots__ = ("flavour", "per_gpu", "members", "pos", "cap", "mask", "free", "usable", "spare", "small",
                  "block", "leaf", "blocks", "leaves", "whole", "whole_spare", "whole_leaf", "bfree",
                  "bfree_spare", "has_spare", "free_units", "free_spare", "free_unusable", "whole_unusable", "max_cap",
-                 "uniform_cap", "buckets", "holds")
+                 "uniform_cap", "buckets", "holds", "_block_pods")
 
     def __init__(self, flavour: str, nodes: Sequence[NodeState], members: list[int], block_ids: Sequence[int],
                  leaf_ids: Sequence[int]) -> None:
@@ -66,7 +67,30 @@ class Pool:
         caps = set(self.cap)
         self.uniform_cap = caps.pop() if len(caps) == 1 else None
         self.holds: dict[int, list[Hold]] = {}
+        self._block_pods: dict[int, int] = {}
         self.recount()
+
+    def block_pods(self, units_per_pod: int) -> int:
+        """Pods of ``units_per_pod`` units the largest block holds when every node of it (spares included) is
+        free: how many blocks a gang needs at the least is ``ceil(pods / block_pods)``."""
+        hit = self._block_pods.get(units_per_pod)
+        if hit is None:
+            hit = self._block_pods[units_per_pod] = max(
+                (sum(self.cap[j] // units_per_pod for j in nodes) for nodes in self.blocks.values()), default=0)
+        return hit
+
+    def max_blocks(self, request: JobRequest) -> int | None:
+        """The most blocks a ``preferred``-topology gang as large as a block or larger may spread over once
+        widened: the fewest it could ever need (a 256-GPU job one block, a 1,024-GPU job four on the reference
+        cluster). Such a gang fills whole blocks, so a spread would send all of its collectives over the spine
+        for its whole run; a smaller gang may still spread after its bounded wait. ``None``: no limit."""
+        level = request.topology_level
+        if level is None or level >= TopologyLevel.CLUSTER or request.topology_required:
+            return None
+        per_block = self.block_pods(request.units_per_pod)
+        if not per_block or request.pods < per_block:
+            return None
+        return -(-request.pods // per_block)
 
     def recount(self) -> None:
         """Rebuild every aggregate from the masks (once, after the running jobs are laid down)."""

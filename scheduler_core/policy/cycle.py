@@ -159,6 +159,7 @@ class _Cycle:
         #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
+        self._movable_cache: dict[tuple[str, int, int], list[Victim]] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
@@ -170,8 +171,11 @@ class _Cycle:
         self._quota_holds: list[tuple[float, str, str, int, bool]] = []
         self._held_now: list[tuple[str, str, int]] = []
         self._extra_now: dict[tuple[str, str], int] = {}
+        self._nominal_extra_now: dict[tuple[str, str], int] = {}
         self._nominal_only_keys: frozenset[tuple[str, str]] = frozenset()
-        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], frozenset[tuple[str, str]]]] = {}
+        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], dict[tuple[str, str], int],
+                                                      frozenset[tuple[str, str]]]] = {}
+        self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -207,7 +211,7 @@ class _Cycle:
         state = self.snapshot.teams.get(request.team)
         fits = False
         if state is not None:
-            usage = self.ledger.usage
+            usage = self.ledger.nominal_usage
             for f in request.flavours:
                 quota = state.quotas.get(f)
                 if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
@@ -257,21 +261,44 @@ class _Cycle:
                         self._reserve_after_quota(pending, waiting, known.refused)
                 return
         # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
-        #    not take the quota a reservation needs, any more than its nodes).
+        #    not take the quota a reservation needs, any more than its nodes), less the quota of running jobs
+        #    that will have ended by the first of those starts (by their time limits: never later).
         holds = self._quota_holds                      # sorted by start
         overlap = (len(holds), bisect_left(holds, (self.now + request.time_limit_s,)))
         self._held_now = [hold[1:4] for hold in holds[:overlap[1]]]
         cached = self._held_extra.get(overlap)
         if cached is None:
             extra: dict[tuple[str, str], int] = {}
+            nominal_extra: dict[tuple[str, str], int] = {}
             for team, f, units in self._held_now:
                 extra[(team, f)] = extra.get((team, f), 0) + units
-            cached = (extra, frozenset((h[1], h[2]) for h in holds[:overlap[1]] if h[4]))
+                nominal_extra[(team, f)] = nominal_extra.get((team, f), 0) + units
+            if self._held_now:
+                for key, (total, nominal) in self._ended_by(holds[0][0]).items():
+                    extra[key] = extra.get(key, 0) - total
+                    nominal_extra[key] = nominal_extra.get(key, 0) - nominal
+            cached = (extra, nominal_extra, frozenset((h[1], h[2]) for h in holds[:overlap[1]] if h[4]))
             self._held_extra[overlap] = cached
-        self._extra_now, self._nominal_only_keys = cached
+        self._extra_now, self._nominal_extra_now, self._nominal_only_keys = cached
         outcome = self._process(pending)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
+
+    def _ended_by(self, at: float) -> dict[tuple[str, str], tuple[int, int]]:
+        """Quota units (all, of which nominal) per (team, flavour) of running jobs that end by ``at``."""
+        hit = self._ended_cache.get(at)
+        if hit is None:
+            hit = {}
+            for job in self.running:
+                if job.admitted_as is AdmittedAs.SCAVENGER:
+                    continue
+                if self.leaving.get(job.request.id, job_end(job, self.now)) <= at:
+                    key = (job.request.team, job.placement.flavour)
+                    total, nominal = hit.get(key, (0, 0))
+                    units = job.request.units
+                    hit[key] = (total + units, nominal + (units if job.admitted_as is AdmittedAs.NOMINAL else 0))
+            self._ended_cache[at] = hit
+        return hit
 
     def _quota_state(self, request: JobRequest) -> tuple[int, ...]:
         """Changes whenever the job's team's usage or its cohort's pool does."""
@@ -300,7 +327,8 @@ class _Cycle:
         refused: list[_PlanFor] = []
         best: tuple[int, int, Reason, str] | None = None
         for index, (f, pool) in enumerate(shaped):
-            verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_keys)
+            verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_keys,
+                                          self._nominal_extra_now)
             if verdict.admitted_as is None:
                 assert verdict.reason is not None
                 best = _better(best, index, verdict.reason, verdict.message)
@@ -500,7 +528,9 @@ class _Cycle:
     def _try_preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
                      miss: Miss, mode: str, slot: Slot | None = None) -> bool:
         """Find and signal victims so ``pending`` fits ``pool``. ``mode``: ``now`` (reclaim, critical, single
-        node; gangs only over scavenger work) or ``reservation`` (a gang whose reservation is far off, costed)."""
+        node; gangs only over scavenger work), ``reservation`` (a gang whose reservation is far off, costed) or
+        ``migrate`` (a gang waiting for one domain: move smaller jobs off it to room they fit elsewhere now,
+        costed; see :meth:`_movable`)."""
         request = pending.request
         assert verdict.admitted_as is not None
         band = band_of(request.priority_class, verdict.admitted_as)
@@ -520,7 +550,7 @@ class _Cycle:
             self._no_victims.add(key)
             return False
         pick = (pool.flavour, band, request.team, scavengers_only, reclaim_only, len(self.leaving))
-        eligible = self._eligible.get(pick)
+        eligible = self._movable(pool.flavour, request) if mode == "migrate" else self._eligible.get(pick)
         if eligible is None:
             eligible = []
             for v in self._candidates_for(pool.flavour, band):
@@ -551,10 +581,57 @@ class _Cycle:
         if found is None:
             self._no_victims.add(key)
             return False
-        if mode == "reservation" and not self._worth_it(request, pool.flavour, found, slot):
+        if mode != "now" and not self._worth_it(request, pool.flavour, found, slot):
+            return False
+        if mode == "migrate" and (len(found.victims) > self.config.migrate_max_moves
+                                  or not self._fit_elsewhere(request, found)):
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
+
+    def _movable(self, flavour: str, request: JobRequest) -> list[Victim]:
+        """Jobs that may move for a gang waiting for one domain, cheapest first: preemptible, past their
+        minimum run time, not critical, at most a quarter of the gang's size. Moving is not taking: a moved job
+        checkpoints, goes back to the front of its queue and starts again at once elsewhere (the caller checks
+        that it fits), so band and team do not matter — Gandiva's migration, at checkpoint boundaries."""
+        key = (flavour, request.units // 4, len(self.leaving))
+        hit = self._movable_cache.get(key)
+        if hit is None:
+            hit = []
+            for job in self.running:
+                other = job.request
+                if (job.placement.flavour != flavour or job.terminating or other.id in self.leaving
+                        or not other.preemptible or other.priority_class is PriorityClass.CRITICAL
+                        or is_scavenger(job) or other.units > request.units // 4
+                        or self.now - job.started_at < self.config.min_run_time_s):
+                    continue
+                v = victim(job, self.now, self.config)
+                if v.id not in self._spots:
+                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
+                hit.append(v)
+            hit.sort(key=lambda v: v.key)
+            self._movable_cache[key] = hit
+        return hit
+
+    def _fit_elsewhere(self, request: JobRequest, found: Found) -> bool:
+        """Whether every job ``found`` moves fits now outside the gang's placement, one after another."""
+        pool = self.cap.pools[found.placement.flavour]
+        self.cap.occupy(request, found.placement)
+        placed: list[tuple[JobRequest, Placement]] = []
+        try:
+            for v in found.victims:
+                moved = v.job.request
+                ctx = PlaceContext(end=self.now + moved.time_limit_s)
+                spot = place(self.cap, pool, moved, ctx, is_small(moved, self.config.small_job_max_units))
+                if spot is None:
+                    return False
+                self.cap.occupy(moved, spot)
+                placed.append((moved, spot))
+            return True
+        finally:
+            for moved, spot in reversed(placed):
+                self.cap.release(moved, spot)
+            self.cap.release(request, found.placement)
 
     def _wait_for_leaving(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext,
                           small: bool) -> bool:
@@ -672,6 +749,8 @@ class _Cycle:
             other = self.snapshot.teams.get(job.request.team)
             if mode == "reservation":
                 reason = PreemptReason.RESERVATION
+            elif mode == "migrate":
+                reason = PreemptReason.DEFRAGMENT
             elif (job.admitted_as is AdmittedAs.BORROWED and band >= Band.GUARANTEED
                   and verdict.admitted_as is AdmittedAs.NOMINAL and other is not None
                   and other.cohort == state.cohort):
@@ -753,6 +832,13 @@ class _Cycle:
                                           avoid=ctx.avoid)
             if slot is not None and (best is None or (slot.start, index) < (best[0], best[1])):
                 best = (slot.start, index, slot, entry)
+        if request.pods > 1 and best is not None:
+            for index, f, pool, verdict, miss in misses:
+                slot_f = best[2] if best[3][1] == f else None
+                if (slot_f is not None and miss.reason is Reason.WAITING_FOR_TOPOLOGY and not verdict.reclaim
+                        and self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="migrate",
+                                              slot=slot_f)):
+                    return True
         far = self.config.reservation_preempt_after_s
         if request.pods > 1 and (best is None or best[0] - self.now > far):
             for index, f, pool, verdict, miss in misses:

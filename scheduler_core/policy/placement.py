@@ -5,7 +5,9 @@ Rules (DESIGN §3.2, step 3):
 * **Topology.** A job's pods share one domain of its level. ``required`` never leaves that level; ``preferred``
   and no-topology jobs try the smallest domain first (node, leaf, block) and may spread over blocks only once
   widened (``preferred`` after ``topology_widen_after_s`` of waiting; no topology at once), then over as few
-  blocks as possible.
+  blocks as possible. A ``preferred`` gang as large as a block never spans more blocks than the fewest it could
+  ever need (``Pool.max_blocks``: a 256-GPU job stays in one block, a 1,024-GPU job within four), and one that
+  can never fit a single block spreads at once: waiting for one buys nothing.
 * **Best fit.** Among the domains that hold the job, the one with the least free capacity that still does, so
   emptier blocks stay whole for the next big job. A single pod goes to the node with the fewest free units
   that fit.
@@ -195,6 +197,9 @@ def _domain_rank(pool: Pool, first: int, small: bool) -> int:
 def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
           spares_first: bool) -> list[tuple[int, int]] | None:
     levels, widen = _levels(request, ctx)
+    limit = pool.max_blocks(request)
+    if limit is not None and limit > 1:
+        widen = True                     # it can never fit one block: waiting for one buys nothing
     if ctx.within_block is not None:
         widen = False
     passes = (True,) if spares_first else (False, True)
@@ -207,10 +212,10 @@ def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, sma
                 return found
     if not widen:
         return None
-    without = _across_blocks(cap, pool, request, ctx, small, False)
+    without = _across_blocks(cap, pool, request, ctx, small, False, limit)
     if without is not None and len({pool.block[j] for j, _ in without}) == 1:
         return without
-    with_spares = _across_blocks(cap, pool, request, ctx, small, True) if pool.free_spare else None
+    with_spares = _across_blocks(cap, pool, request, ctx, small, True, limit) if pool.free_spare else None
     if with_spares is None:
         return without
     if without is None:
@@ -269,8 +274,9 @@ def _one_domain(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContex
 
 
 def _across_blocks(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
-                   spares: bool) -> list[tuple[int, int]] | None:
-    """Spread over as few blocks as possible: the largest first, the last one by best fit."""
+                   spares: bool, limit: int | None) -> list[tuple[int, int]] | None:
+    """Spread over as few blocks as possible: the largest first, the last one by best fit; ``None`` if that
+    takes more than ``limit`` blocks (taking the largest first is the fewest there can be)."""
     g, pods = request.units_per_pod, request.pods
     table: list[tuple[int, int, int, list[tuple[int, int]]]] = []
     grand = 0
@@ -288,7 +294,11 @@ def _across_blocks(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceCon
     remaining = pods
     chosen: list[tuple[int, int]] = []
     available = sorted(table, key=lambda row: (row[0], -row[1], row[2]))
+    used = 0
     while remaining > 0:
+        used += 1
+        if limit is not None and used > limit:
+            return None
         fitting = [row for row in available if row[1] >= remaining]
         if fitting:
             row = min(fitting, key=lambda r: (r[0], r[1], r[2]))
@@ -409,6 +419,14 @@ def _topology_message(cap: Capacity, pool: Pool, request: JobRequest, ctx: Place
         level = TopologyLevel.BLOCK
     how = "required" if request.topology_required else "preferred"
     spares = True
+    limit = pool.max_blocks(request)
+    if limit is not None and limit > 1:
+        counts = sorted((sum(_podcap(cap, pool, j, request, ctx, spares) for j in nodes)
+                         for nodes in pool.blocks.values()), reverse=True)
+        unit = "whole free nodes" if pool.uniform_cap == g else f"pods of {g} {flavour}"
+        return (f"needs {pods} {unit} in at most {limit} blocks, the fewest it fits ({how}: "
+                f"{_LEVEL_NAME[request.topology_level or TopologyLevel.BLOCK]}); the {limit} largest free blocks "
+                f"have {sum(counts[:limit])} ({free_units:,} {flavour} free in all)")
     if level is TopologyLevel.NODE:
         largest = max((_podcap(cap, pool, j, request, ctx, spares) for j in range(len(pool.members))), default=0)
     else:
@@ -422,6 +440,6 @@ def _topology_message(cap: Capacity, pool: Pool, request: JobRequest, ctx: Place
     else:
         text = (f"needs {pods} × {g} {flavour} in one {name} ({how}: {name}); the largest free {name} holds "
                 f"{largest} such pods ({free_units:,} {flavour} free in all)")
-    if not request.topology_required and widen_at is not None and widen_at > now:
+    if not request.topology_required and limit is None and widen_at is not None and widen_at > now:
         text += f"; may spread over blocks in {format_duration(widen_at - now)}"
     return text

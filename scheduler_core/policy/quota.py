@@ -10,6 +10,13 @@
   lends more than its lending limit" is ``pool >= 0``.
 * A team always gets its nominal back: a nominal admission that would drive the pool below zero needs
   *reclaim*, borrowers in its cohort preempted until the pool is whole again.
+* Whether a job fits the team's *nominal* quota is judged on ``nominal_usage``: the units of its jobs admitted
+  as nominal, not of those admitted as borrowed. A borrowed job stays borrowed for life (it is reclaimable),
+  so it must not also use up the nominal quota: otherwise one big borrowed run would lock its own team's
+  non-preemptible work (notebooks, jobs that cannot checkpoint) out of the quota it is guaranteed, beside idle
+  GPUs. The pool stays on total usage, so a nominal admission beside borrowed work still lends nothing the
+  cohort does not have (it needs reclaim if the pool would go below zero), and the team's total stays within
+  ``nominal + borrowing_limit``, as in Kueue.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ class QuotaLedger:
     def __init__(self, teams: Mapping[str, TeamState], running: Iterable[RunningJob]) -> None:
         self.teams = teams
         self.usage: dict[tuple[str, str], int] = {}
+        #: Units of jobs admitted as nominal (and reservations held as such), per (team, flavour).
+        self.nominal_usage: dict[tuple[str, str], int] = {}
         self.pool: dict[tuple[str, str], int] = {}
         self.members: dict[str, list[str]] = {}
         #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
@@ -56,6 +65,8 @@ class QuotaLedger:
             if job.admitted_as is not AdmittedAs.SCAVENGER:
                 key = (job.request.team, job.placement.flavour)
                 self.usage[key] = self.usage.get(key, 0) + job.request.units
+                if job.admitted_as is AdmittedAs.NOMINAL:
+                    self.nominal_usage[key] = self.nominal_usage.get(key, 0) + job.request.units
         flavours = {f for team in teams.values() for f in team.quotas} | {f for _, f in self.usage}
         for cohort, names in self.members.items():
             for flavour in flavours:
@@ -74,11 +85,13 @@ class QuotaLedger:
         lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
         return max(0, min(lendable, quota.nominal - usage)), max(0, usage - quota.nominal)
 
-    def _change(self, team: str, flavour: str, delta: int, bump: bool = True) -> None:
+    def _change(self, team: str, flavour: str, delta: int, bump: bool = True, nominal: bool = True) -> None:
         key = (team, flavour)
         before = self.usage.get(key, 0)
         after = before + delta
         self.usage[key] = after
+        if nominal:
+            self.nominal_usage[key] = self.nominal_usage.get(key, 0) + delta
         state = self.teams.get(team)
         if bump:
             self.version[team] = self.version.get(team, 0) + 1
@@ -93,15 +106,15 @@ class QuotaLedger:
 
     def add(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         if admitted_as is not AdmittedAs.SCAVENGER:
-            self._change(request.team, flavour, request.units)
+            self._change(request.team, flavour, request.units, nominal=admitted_as is AdmittedAs.NOMINAL)
 
     def remove(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         if admitted_as is not AdmittedAs.SCAVENGER:
-            self._change(request.team, flavour, -request.units)
+            self._change(request.team, flavour, -request.units, nominal=admitted_as is AdmittedAs.NOMINAL)
 
     def hold(self, held: list[tuple[str, str, int]]) -> Callable[[], None]:
-        """Count reserved jobs' units as used (for a job that would still run when they start); returns the
-        undo. Versions do not move: a reservation only ever makes quota tighter."""
+        """Count reserved jobs' units as used, and as nominal (the safe side), for a job that would still run
+        when they start; returns the undo. Versions do not move: a reservation only ever makes quota tighter."""
         for team, flavour, units in held:
             self._change(team, flavour, units, bump=False)
 
@@ -122,7 +135,7 @@ class QuotaLedger:
         state = self.teams.get(request.team)
         if state is None:
             return False
-        return self.usage.get((request.team, flavour), 0) + request.units <= state.nominal(flavour)
+        return self.nominal_usage.get((request.team, flavour), 0) + request.units <= state.nominal(flavour)
 
     def reclaim_target(self, request: JobRequest, flavour: str) -> int:
         """The pool a nominal admission must leave: as whole as it was (never below zero on its account)."""
@@ -157,12 +170,15 @@ class QuotaLedger:
         return delta
 
     def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
-                nominal_only: frozenset[tuple[str, str]] = frozenset()) -> Verdict:
+                nominal_only: frozenset[tuple[str, str]] = frozenset(),
+                nominal_extra: Mapping[tuple[str, str], int] | None = None) -> Verdict:
         """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour).
 
-        ``extra``: units that reserved jobs will use when this one would still run, per (team, flavour);
-        ``nominal_only``: (team, flavour) where such a reserved job can run only within nominal quota
-        (non-preemptible), so this one may not take the team above nominal either."""
+        ``extra``: how usage per (team, flavour) moves by the time reserved jobs start while this one would
+        still run (their units, less those of jobs that end before; may be negative); ``nominal_extra``: the
+        same for nominal usage (default: ``extra``); ``nominal_only``: (team, flavour) where such a reserved
+        job can run only within nominal quota (non-preemptible), so this one may not take the team above
+        nominal either."""
         state = self.teams.get(request.team)
         if state is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} is not configured")
@@ -173,30 +189,33 @@ class QuotaLedger:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} has no quota of {flavour}")
         key = (request.team, flavour)
         usage = self.usage.get(key, 0)
+        nominal_usage = self.nominal_usage.get(key, 0)
         pool = self.pool.get((state.cohort, flavour), 0)
         if extra:
-            usage += extra.get(key, 0)
-            pool += self._extra_pool(state.cohort, flavour, extra)
+            # The job must fit both now and when the reserved jobs start: each figure takes the worse of the two.
+            usage += max(0, extra.get(key, 0))
+            nominal_usage += max(0, (extra if nominal_extra is None else nominal_extra).get(key, 0))
+            pool += min(0, self._extra_pool(state.cohort, flavour, extra))
         after = usage + request.units
         offer0, borrow0 = self.terms(request.team, flavour, usage)
         offer1, borrow1 = self.terms(request.team, flavour, after)
         pool_after = pool + (offer1 - borrow1) - (offer0 - borrow0)
-        if after <= quota.nominal:
+        if quota.borrowing_limit is not None and after > quota.nominal + quota.borrowing_limit:
+            return Verdict(None, Reason.QUOTA_FULL,
+                           f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
+                           f"borrowing limit; needs {request.units} more")
+        if nominal_usage + request.units <= quota.nominal:
             deficit = min(0, pool) - pool_after
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not request.preemptible:
             return Verdict(None, Reason.QUOTA_FULL,
-                           f"non-preemptible work runs only within nominal quota: {usage} of {quota.nominal} "
-                           f"{flavour} in use, needs {request.units}")
+                           f"non-preemptible work runs only within nominal quota: {nominal_usage} of "
+                           f"{quota.nominal} {flavour} in use, needs {request.units}")
         if key in nominal_only:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"the team's nominal {flavour} quota is reserved for a non-preemptible job that starts "
                            f"before this one would end")
         borrowed = after - quota.nominal
-        if quota.borrowing_limit is not None and borrowed > quota.borrowing_limit:
-            return Verdict(None, Reason.QUOTA_FULL,
-                           f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
-                           f"borrowing limit; needs {request.units} more")
         if pool_after < 0:
             room = max(0, pool - offer0 + borrow0)
             return Verdict(None, Reason.COHORT_FULL,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -261,7 +261,7 @@ class Timeline:
         return whole
 
     def _earliest_whole(self, pool: Pool, pods: int, domain_level: TopologyLevel, spread_at: float | None,
-                        floor: float) -> Slot | None:
+                        floor: float, limit: int | None) -> Slot | None:
         """Whole-node gangs: the k-th smallest "wholly free" time per domain, from the sorted indexes."""
         whole = self._whole_nodes(pool)
         for spares in (False, True):
@@ -283,11 +283,16 @@ class Timeline:
                 if best is None or (start, 0, key) < best[:3]:
                     best = (start, 0, key, lst)
             if spread_at is not None:
-                lst = sorted(whole.all + whole.all_spare) if spares else whole.all
-                if len(lst) >= pods:
-                    start = max(lst[pods - 1][0], floor, spread_at)
+                if limit is None:
+                    lst = sorted(whole.all + whole.all_spare) if spares else whole.all
+                    spread = (lst[pods - 1][0], lst) if len(lst) >= pods else None
+                else:
+                    spread = _spread([sorted(whole.block[k] + whole.spare[k]) if spares else whole.block[k]
+                                      for k in sorted(whole.block)], pods, limit)
+                if spread is not None:
+                    start = max(spread[0], floor, spread_at)
                     if best is None or (start, 1, 0) < best[:3]:
-                        best = (start, 1, 0, lst)
+                        best = (start, 1, 0, spread[1])
             if best is not None and best[0] < INF:
                 g = pool.uniform_cap or 0
                 chosen = _latest_ready(pool, best[3], best[0], pods)
@@ -306,9 +311,12 @@ class Timeline:
             domain_level = min(level, TopologyLevel.BLOCK)
             spread_at = None if request.topology_required else widen_at
         floor = max(not_before, self.now)
+        limit = pool.max_blocks(request)
+        if limit is not None and limit > 1:
+            spread_at = self.now             # it can never fit one block: it spreads at once (see placement)
         if (pool.uniform_cap == g and not avoid and domain_level is not None
                 and domain_level >= TopologyLevel.LEAF):
-            return self._earliest_whole(pool, pods, domain_level, spread_at, floor)
+            return self._earliest_whole(pool, pods, domain_level, spread_at, floor, limit)
         for spares in (False, True):
             if spares and not pool.has_spare:
                 break
@@ -328,12 +336,16 @@ class Timeline:
                 if best is None or start < best[0]:
                     best = (start, 0, events)
             if spread_at is not None:
-                events = self._events(pool, range(len(pool.cap)), g, spares, avoid)
-                if len(events) >= pods:
-                    events.sort()
-                    start = max(events[pods - 1][0], floor, spread_at)
+                if limit is None:
+                    events = sorted(self._events(pool, range(len(pool.cap)), g, spares, avoid))
+                    spread = (events[pods - 1][0], events) if len(events) >= pods else None
+                else:
+                    spread = _spread([sorted(self._events(pool, pool.blocks[k], g, spares, avoid))
+                                      for k in sorted(pool.blocks)], pods, limit)
+                if spread is not None:
+                    start = max(spread[0], floor, spread_at)
                     if best is None or start < best[0]:
-                        best = (start, 1, events)
+                        best = (start, 1, spread[1])
             if best is not None and best[0] < INF:
                 start = best[0]
                 chosen = _latest_ready(pool, best[2], start, pods)
@@ -366,6 +378,37 @@ class Timeline:
         pool = self.cap.pools[slot.flavour]
         return Placement(flavour=slot.flavour, pods=tuple(
             PodPlacement(node=self.cap.nodes[pool.members[j]].name, units=units) for j, units in slot.pods))
+
+
+def _spread(per_block: list[list[tuple[float, int]]], pods: int,
+            limit: int) -> tuple[float, list[tuple[float, int]]] | None:
+    """The earliest instant some ``limit`` blocks together have ``pods`` slots free, from each block's sorted
+    (time, node) events, and those blocks' events; ``None``: never. Counts only grow with time, so the first
+    such instant is found by bisection over the event times."""
+    times = [[t for t, _ in events] for events in per_block]
+    candidates = sorted({t for row in times for t in row})
+
+    first = [bisect_right(row, candidates[0]) for row in times] if candidates else []
+
+    def top(at: float) -> list[int]:
+        """The ``limit`` blocks with the most slots at ``at``; of equals, those with more slots sooner."""
+        counts = [bisect_right(row, at) for row in times]
+        return sorted(range(len(times)), key=lambda b: (-counts[b], -first[b]))[:limit]
+
+    def enough(at: float) -> bool:
+        return sum(bisect_right(times[b], at) for b in top(at)) >= pods
+
+    if not candidates or not enough(candidates[-1]):
+        return None
+    low, high = 0, len(candidates) - 1
+    while low < high:
+        mid = (low + high) // 2
+        if enough(candidates[mid]):
+            high = mid
+        else:
+            low = mid + 1
+    at = candidates[low]
+    return at, sorted(e for b in top(at) for e in per_block[b])
 
 
 def _latest_ready(pool: Pool, events: list[tuple[float, int]], start: float,

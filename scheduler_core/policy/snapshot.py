@@ -222,6 +222,8 @@ class PolicyConfig:
     #: Defragment when the largest free whole-node shape is below this fraction of the free GPUs.
     defrag_ratio: float = 0.25
     defrag_max_moves: int = 4
+    #: The most jobs moved at once to open a domain for a gang waiting for one (``0``: never move for a gang).
+    migrate_max_moves: int = 16
     #: Blocked jobs (capacity or topology) whose plan becomes a reservation that backfill must not delay, in
     #: cycle order; a job that has waited longer than ``starvation_after_s`` gets one beyond this count, up to
     #: twice it, so a big gang behind a stream of small blocked jobs is not starved of one.

@@ -32,6 +32,21 @@ def busy(builder: Any, block: str, count: int, started: float = -1000.0) -> Any:
     return builder
 
 
+def four_by(blocks: int) -> Any:
+    cluster = make_cluster()
+    for b in range(blocks):
+        cluster = cluster.block(f"b{b}", 4)
+    return cluster
+
+
+def busy_nodes(builder: Any, block: str, nodes: list[int]) -> Any:
+    """Nodes ``nodes`` of ``block`` busy with one 8-GPU job each (search's), ending at 4 h − 1000 s."""
+    for n in nodes:
+        builder = builder.run(make_job(f"{block}-busy{n}").team("search").pods(1, 8), f"{block}-n{n:02d}",
+                              started=-1000.0)
+    return builder
+
+
 CASES = [
     Case("required block never splits: enough nodes in all, not in one block",
          lambda: busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),
@@ -50,6 +65,22 @@ CASES = [
                            "b0", 3), "b1", 3)
          .pending(make_job("g").pods(6, 8).preferred("block").pending(queued_at=-400)).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 5) + nodes_of("b1", 1)))]),
+    Case("a preferred gang as large as a block never spreads, even after the bounded wait",
+         lambda: busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64).team("search", h100=64),
+                                       "b0", [3]), "b1", [3])
+         .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
+         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 1000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+    Case("a preferred gang larger than any block spreads at once, over the fewest blocks",
+         lambda: busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64), "b0", [2, 3])
+         .pending(make_job("g").pods(8, 8).preferred("block")).build(),
+         0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b1", 4) + nodes_of("b2", 4)))]),
+    Case("... and waits rather than take more blocks than that, reserving the blocks that free soonest",
+         lambda: busy_nodes(busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64),
+                                       "b0", [3]), "b1", [3])
+         .pending(make_job("g").pods(8, 8).preferred("block")).build(),
+         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4) + nodes_of("b2", 4)), 4 * H - 1000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
     Case("best fit: the block with the fewest free nodes that still fits",
          lambda: busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64), "b1", 5)
          .pending(make_job("g").pods(3, 8).required("block")).build(),

@@ -25,7 +25,31 @@ def lender_and_borrower() -> Any:
     return make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(0, 16)).team("search", h100=16)
 
 
+def one_job_in_the_way(free_in_b1: int, preemptible: bool = True, b1_started: float = -4000) -> Snapshot:
+    """A whole-block gang of fraud's waits; block b0 is free but for one 8-GPU job of search's (running for
+    4,000 s of its 4 h); block b1 has ``free_in_b1`` free nodes, the others busy since ``b1_started``."""
+    job = make_job("s").team("search").pods(1, 8)
+    builder = (make_snapshot(make_cluster().block("b0", 4).block("b1", 4))
+               .team("fraud", h100=32).team("search", h100=40)
+               .run(job if preemptible else job.non_preemptible(), "b0-n03", started=-4000))
+    for k in range(4 - free_in_b1):
+        builder = builder.run(make_job(f"b{k}").team("search").pods(1, 8), f"b1-n{k:02d}", started=b1_started)
+    return builder.pending(make_job("g").pods(4, 8).required("block")).build()
+
+
 CASES = [
+    Case("a gang waiting for one block moves a smaller job off it when that job fits elsewhere now",
+         lambda: one_job_in_the_way(1), 0.0,
+         [("preempt", "s", "Defragment", 300.0, True, "g"), ("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 300.0),
+          ("wait", "g", "PreemptingVictims", 1, 300.0)]),
+    Case("... but not when it fits nowhere else: the gang reserves the block instead",
+         lambda: one_job_in_the_way(0), 0.0,
+         [("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 4 * H - 4000),
+          ("wait", "g", "WaitingForCapacity", 1, 4 * H - 4000)]),
+    Case("... nor a job that cannot checkpoint (b1's jobs are inside their minimum run time)",
+         lambda: one_job_in_the_way(1, preemptible=False, b1_started=-100), 0.0,
+         [("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 4 * H - 4000),
+          ("wait", "g", "WaitingForTopology", 1, 4 * H - 4000)]),
     Case("fill-back: the cheap victim that turns out not to be needed is added back",
          lambda: lender_and_borrower()
          .run(make_job("x").pods(1, 2), "b0-n00", admitted="borrowed", started=-9000, checkpoint=-60)

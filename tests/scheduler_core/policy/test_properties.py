@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from scheduler_core.bench.world import World
 from scheduler_core.model import Quota
 from scheduler_core.model.flavours import FLAVOURS
+from scheduler_core.model.job import TopologyLevel
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.decisions import CycleResult, Reason
 from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, RunningJob, Snapshot, TeamState)
@@ -135,6 +136,24 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             assert node.schedulable and pod.node not in pending[a.job_id].avoid_nodes
             if request.pods == 1 and pending[a.job_id].restart_block is None:
                 assert not node.spare
+    # Topology: a required gang in one domain of its level; a preferred gang as large as a block or larger
+    # within the fewest blocks it could ever need.
+    for a in result.admits:
+        request = pending[a.job_id].request
+        if request.pods == 1 or request.topology_level is None:
+            continue
+        blocks = {nodes[pod.node].block for pod in a.placement.pods}
+        if request.topology_required:
+            attr = "leaf" if request.topology_level is TopologyLevel.LEAF else "block"
+            assert len({getattr(nodes[pod.node], attr) for pod in a.placement.pods}) == 1, (a, request)
+            continue
+        per_block: dict[str, int] = {}
+        for node in snap.nodes:
+            per_block[node.block] = per_block.get(node.block, 0) + (
+                node.capacity.get(a.placement.flavour, 0) // request.units_per_pod)
+        largest = max(per_block.values())
+        if request.pods >= largest:
+            assert len(blocks) <= -(-request.pods // largest), (a, request)
     # No unit held twice, counting what runs (leaving or not) and what was just admitted.
     units = held_units(snap.running) + held_units(
         RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)

@@ -28,6 +28,18 @@ def two_blocks() -> Any:
     return make_cluster().block("b0", 4, per_leaf=2).block("b1", 4, per_leaf=2)
 
 
+def reserved_block_world() -> Any:
+    """Nine nodes; search holds one node of b0 and all of b1 (one job borrowed) until 4 h − 1000 s; the cohort
+    lends 24 now, and fraud's whole-block gang will take 32 of it back when search's jobs end."""
+    builder = (make_snapshot(make_cluster().block("b0", 4).block("b1", 4).block("b2", 1))
+               .team("fraud", h100=32).team("search", h100=32).team("ads", h100=8).team("recsys", h100=0)
+               .run(make_job("s0").team("search").pods(1, 8), "b0-n03", started=-1000))
+    for k in range(4):
+        builder = builder.run(make_job(f"s{k + 1}").team("search").pods(1, 8), f"b1-n{k:02d}", started=-1000,
+                              admitted="borrowed" if k == 3 else "nominal")
+    return builder
+
+
 QUOTA = [
     Case("fits unused nominal: admitted nominal",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=16).pending(make_job("a").pods(1, 8)).build(),
@@ -56,6 +68,25 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
          0.0, [("wait", "a", "QuotaFull", 1, None)]),
+    Case("a borrowed job does not use up its team's nominal: non-preemptible work still fits it",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+         .run(make_job("r").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed", started=-4000)
+         .run(make_job("q").pods(1, 8), "b0-n02", started=-4000)
+         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("admit", "a", "nominal", "b0-n03:0-7")]),
+    Case("the nominal it fits is of jobs admitted nominal: one more beyond that is QuotaFull",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+         .run(make_job("r").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed", started=-4000)
+         .run(make_job("q").pods(2, 8), ["b0-n02", "b0-n03"], started=-4000)
+         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("backfill borrows what the cohort will still have when a reservation starts: the quota of the jobs "
+         "that end first comes back",
+         lambda: reserved_block_world()
+         .pending(make_job("g").team("fraud").pods(4, 8).required("block"),
+                  make_job("j").team("recsys").pods(1, 8).limit(8 * H).submitted(1)).build(),
+         0.0, [("admit", "j", "borrowed", "b2-n00:0-7"), ("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 4 * H - 1000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
     Case("scavenger work runs on idle units outside quota",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0)
          .pending(make_job("a").pods(1, 8).priority("scavenger")).build(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler_core.bench.world import World
 from scheduler_core.policy.cycle import run_cycle
 
@@ -65,20 +67,42 @@ def test_the_1024_gpu_job_gets_a_reservation_and_the_backfill_of_the_example() -
     assert [(a.job_id, len(a.placement.pods)) for a in third.admits][0] == ("J", 128)
 
 
-def test_twelve_blocks_each_with_four_busy_nodes_cannot_start_a_required_block_job() -> None:
-    """12 × 28 = 336 nodes (2,688 GPUs) free, yet no whole block: a ``required: block`` 256-GPU job waits, and
-    its reason says why."""
+def twelve_blocks_each_with_four_busy_nodes(**config: Any) -> World:
+    """12 × 28 = 336 nodes (2,688 GPUs) free, yet no whole block; a ``required: block`` 256-GPU job waits."""
     builder = (make_snapshot(make_cluster().blocks("h", 12, nodes=32, per_leaf=8))
-               .team("fraud", h100=256).team("search", h100=512))
+               .team("fraud", h100=256).team("search", h100=512).config(**config))
     for b in range(12):
         for k in range(4):
             builder = builder.run(make_job(f"h{b}-{k}").team("search").pods(1, 8).limit(4 * H),
                                   f"h{b}-n{k * 8:02d}", started=-H * (1 + b % 3))
-    snap = builder.pending(make_job("ft").pods(32, 8).required("block")).build()
-    result = run_cycle(snap, 0.0)
+    return World(builder.pending(make_job("ft").pods(32, 8).required("block")).build())
+
+
+def test_twelve_blocks_each_with_four_busy_nodes_cannot_start_a_required_block_job() -> None:
+    """Without moving work the job waits for the first block to drain, and its reason says why."""
+    world = twelve_blocks_each_with_four_busy_nodes(migrate_max_moves=0)
+    result = run_cycle(world.snapshot, 0.0)
     assert result.admits == [] and result.preempts == []
     (wait,) = result.waits
     assert wait.reason.value == "WaitingForTopology"
     assert wait.message.startswith("needs 32 whole free nodes in one block (required: block); the largest free "
                                    "block has 28 (2,688 h100 free in all)")
     assert wait.estimated_start == 1 * H == result.reservations[0].start_at   # the first block to drain
+
+
+def test_twelve_blocks_each_with_four_busy_nodes_move_four_small_jobs_and_the_block_job_starts() -> None:
+    """"Defragment at checkpoint boundaries": the four jobs of the block that loses least by moving (the ones
+    started last, h0) checkpoint and leave; the gang takes block h0 when they have gone, 5 minutes later
+    instead of an hour, and the four restart at once elsewhere."""
+    world = twelve_blocks_each_with_four_busy_nodes()
+    first = run_cycle(world.snapshot, 0.0)
+    assert sorted((p.job_id, p.reason.value, p.requeue, p.for_job) for p in first.preempts) == [
+        (f"h0-{k}", "Defragment", True, "ft") for k in range(4)]
+    assert [(w.job_id, w.reason.value, w.estimated_start) for w in first.waits] == [
+        ("ft", "PreemptingVictims", 300.0)]
+    world.apply(first)
+    world.advance(300.0)
+    second = run_cycle(world.snapshot, 300.0)
+    placed = {a.job_id: {p.node[:3].rstrip("-") for p in a.placement.pods} for a in second.admits}
+    assert placed.pop("ft") == {"h0"}
+    assert sorted(placed) == [f"h0-{k}" for k in range(4)] and all(nodes != {"h0"} for nodes in placed.values())
