@@ -347,7 +347,8 @@ class _Cycle:
             if verdict.reclaim and not inflight:
                 misses.append((index, f, pool, verdict, Miss(
                     Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
-                    f"fits the team's nominal {f} quota, which is lent out; borrowers cannot be preempted yet")))
+                    f"fits the team's nominal {f} quota, which is lent out; no borrower can be stopped for it "
+                    f"yet (all inside their minimum run time, or far larger than this job)")))
                 continue
             known_miss = self._known_miss(pending, pool, ctx)
             if known_miss is not None:
@@ -583,18 +584,29 @@ class _Cycle:
             return False
         if mode != "now" and not self._worth_it(request, pool.flavour, found, slot):
             return False
+        if reclaim_only and not self._proportionate(pending, verdict, found):
+            return False
         if mode == "migrate" and (len(found.victims) > self.config.migrate_max_moves
                                   or not self._fit_elsewhere(request, found)):
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
 
+    def _proportionate(self, pending: PendingJob, verdict: Verdict, found: Found) -> bool:
+        """A reclaim stops at most four times what it needs (or 64 units more), until the job has waited
+        ``reclaim_patience_s``: a 1-GPU job does not stop a 1,024-GPU gang — whose GPUs would then idle, the
+        gang unable to come back — while smaller borrowers will soon pass their minimum run time or end."""
+        need = max(pending.request.units, verdict.deficit)
+        stopped = sum(v.job.request.units for v in found.victims if not v.scavenger)
+        return (stopped <= max(4 * need, need + 64)
+                or self.now - pending.queued_at >= self.config.reclaim_patience_s)
+
     def _movable(self, flavour: str, request: JobRequest) -> list[Victim]:
         """Jobs that may move for a gang waiting for one domain, cheapest first: preemptible, past their
-        minimum run time, not critical, at most a quarter of the gang's size. Moving is not taking: a moved job
+        minimum run time, not critical, at most half the gang's size. Moving is not taking: a moved job
         checkpoints, goes back to the front of its queue and starts again at once elsewhere (the caller checks
         that it fits), so band and team do not matter — Gandiva's migration, at checkpoint boundaries."""
-        key = (flavour, request.units // 4, len(self.leaving))
+        key = (flavour, request.units // 2, len(self.leaving))
         hit = self._movable_cache.get(key)
         if hit is None:
             hit = []
@@ -602,7 +614,7 @@ class _Cycle:
                 other = job.request
                 if (job.placement.flavour != flavour or job.terminating or other.id in self.leaving
                         or not other.preemptible or other.priority_class is PriorityClass.CRITICAL
-                        or is_scavenger(job) or other.units > request.units // 4
+                        or is_scavenger(job) or other.units > request.units // 2
                         or self.now - job.started_at < self.config.min_run_time_s):
                     continue
                 v = victim(job, self.now, self.config)
@@ -835,7 +847,8 @@ class _Cycle:
         if request.pods > 1 and best is not None:
             for index, f, pool, verdict, miss in misses:
                 slot_f = best[2] if best[3][1] == f else None
-                if (slot_f is not None and miss.reason is Reason.WAITING_FOR_TOPOLOGY and not verdict.reclaim
+                if (slot_f is not None and not verdict.reclaim and pool.free_units >= request.units
+                        and miss.reason in (Reason.WAITING_FOR_TOPOLOGY, Reason.WAITING_FOR_CAPACITY)
                         and self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="migrate",
                                               slot=slot_f)):
                     return True

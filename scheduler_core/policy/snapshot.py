@@ -222,8 +222,10 @@ class PolicyConfig:
     #: Defragment when the largest free whole-node shape is below this fraction of the free GPUs.
     defrag_ratio: float = 0.25
     defrag_max_moves: int = 4
+    #: How long a reclaim waits for borrowers near its own size before it stops a far larger one.
+    reclaim_patience_s: float = 300.0
     #: The most jobs moved at once to open a domain for a gang waiting for one (``0``: never move for a gang).
-    migrate_max_moves: int = 16
+    migrate_max_moves: int = 32
     #: Blocked jobs (capacity or topology) whose plan becomes a reservation that backfill must not delay, in
     #: cycle order; a job that has waited longer than ``starvation_after_s`` gets one beyond this count, up to
     #: twice it, so a big gang behind a stream of small blocked jobs is not starved of one.

@@ -3,6 +3,8 @@ them, costed preemption for a far-off reservation, and defragmentation — as wh
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Any, Callable, NamedTuple
 
 import pytest
@@ -37,7 +39,22 @@ def one_job_in_the_way(free_in_b1: int, preemptible: bool = True, b1_started: fl
     return builder.pending(make_job("g").pods(4, 8).required("block")).build()
 
 
+def only_a_big_borrower(queued_at: float) -> Snapshot:
+    """Search borrows 88 GPUs in one gang; fraud, whose 48 are lent out, asks for one GPU."""
+    return (make_snapshot(make_cluster().blocks("b", 3, nodes=4)).team("fraud", h100=48).team("search", h100=48)
+            .run(make_job("G").team("search").pods(11, 8), nodes_of("b0", 4) + nodes_of("b1", 4) + nodes_of("b2", 3),
+                 admitted="borrowed", started=-4000)
+            .run(make_job("n").team("search").pods(1, 8), "b2-n03", started=-4000)
+            .pending(make_job("a").pods(1, 1).pending(queued_at=queued_at)).build())
+
+
 CASES = [
+    Case("a reclaim does not stop a gang far larger than it needs at once: it waits for smaller borrowers",
+         lambda: only_a_big_borrower(0.0), 0.0, [("wait", "a", "WaitingForCapacity", 1, 0.0)]),
+    Case("... for up to reclaim_patience_s, then takes its quota back all the same",
+         lambda: only_a_big_borrower(-300.0), 0.0,
+         [("preempt", "G", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b0-n00", 300.0),
+          ("wait", "a", "PreemptingVictims", 1, 300.0)]),
     Case("a gang waiting for one block moves a smaller job off it when that job fits elsewhere now",
          lambda: one_job_in_the_way(1), 0.0,
          [("preempt", "s", "Defragment", 300.0, True, "g"), ("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 300.0),
@@ -131,7 +148,15 @@ def _fragmented(extra_moves_in_flight: bool = False) -> Snapshot:
 
 
 def test_defragment_moves_small_jobs_out_of_the_block_a_gang_needs() -> None:
-    result = run_cycle(_fragmented(), 0.0)
+    """The gang moves the four trials itself (and waits for them to leave), or, when it may not move work
+    (``migrate_max_moves=0``), the defragmenter moves them for the next big shape."""
+    assert decisions(run_cycle(_fragmented(), 0.0)) == [
+        ("preempt", "t0", "Defragment", 300.0, True, "gang"), ("preempt", "t1", "Defragment", 300.0, True, "gang"),
+        ("preempt", "t2", "Defragment", 300.0, True, "gang"), ("preempt", "t3", "Defragment", 300.0, True, "gang"),
+        ("reserve", "gang", " ".join(nodes_of("b0", 4)), 300.0),
+        ("wait", "gang", "PreemptingVictims", 1, 300.0)]
+    snap = _fragmented()
+    result = run_cycle(replace(snap, config=replace(snap.config, migrate_max_moves=0)), 0.0)
     assert decisions(result) == [
         ("preempt", "t0", "Defragment", 300.0, True, None), ("preempt", "t1", "Defragment", 300.0, True, None),
         ("preempt", "t2", "Defragment", 300.0, True, None), ("preempt", "t3", "Defragment", 300.0, True, None),
@@ -140,7 +165,8 @@ def test_defragment_moves_small_jobs_out_of_the_block_a_gang_needs() -> None:
 
 
 def test_defragment_waits_for_moves_in_flight_and_for_a_gang_that_needs_it() -> None:
-    assert [p for p in run_cycle(_fragmented(extra_moves_in_flight=True), 0.0).preempts] == []
+    snap = _fragmented(extra_moves_in_flight=True)
+    assert run_cycle(replace(snap, config=replace(snap.config, migrate_max_moves=0)), 0.0).preempts == []
     no_gang = (make_snapshot(make_cluster().block("b0", 4).block("s0", 2, small=True)).team("search", h100=64)
                .run(make_job("t").team("search").pods(1, 1), "b0-n00", started=-H).build())
     assert run_cycle(no_gang, 0.0).preempts == []
@@ -148,7 +174,8 @@ def test_defragment_waits_for_moves_in_flight_and_for_a_gang_that_needs_it() -> 
 
 def test_defragment_respects_the_ratio() -> None:
     snap = _fragmented()
-    lax = Snapshot(snap.nodes, snap.teams, snap.pending, snap.running, PolicyConfig(defrag_ratio=0.0))
+    lax = Snapshot(snap.nodes, snap.teams, snap.pending, snap.running,
+                   PolicyConfig(defrag_ratio=0.0, migrate_max_moves=0))
     assert [p.reason.value for p in run_cycle(lax, 0.0).preempts] == []
 
 
