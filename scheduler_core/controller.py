@@ -298,6 +298,19 @@ class Controller:
             self._event(EventKind.PREEMPT, preempt.reason, now, record,
                         f"{preempt.reason}" + (f" for {preempt.for_job}" if preempt.for_job else ""),
                         data={"grace_s": preempt.grace_s, "requeue": preempt.requeue, "for_job": preempt.for_job})
+        for relabel in result.relabels:
+            record = holding.get(relabel.job_id)
+            if record is None:
+                continue
+            try:
+                relabelled = self.store.relabel(relabel.job_id, relabel.admitted_as, epoch=self.epoch, now=now)
+            except (Conflict, NotFound) as exc:
+                self._event(EventKind.RELABEL, Why.BIND_REJECTED, now, record, str(exc))
+                continue
+            holding[relabel.job_id] = relabelled
+            self._event(EventKind.RELABEL, relabel.admitted_as, now, relabelled,
+                        f"now {relabel.admitted_as}: {relabel.for_job}, non-preemptible, takes the team's nominal "
+                        f"quota", data={"for_job": relabel.for_job})
         for admit in result.admits:
             record = pending.get(admit.job_id)
             if record is None:

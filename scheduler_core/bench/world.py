@@ -32,6 +32,8 @@ class World:
         for admit in result.admits:
             job = pending.pop(admit.job_id)
             running[admit.job_id] = RunningJob(job.request, admit.placement, admit.admitted_as, now)
+        for relabel in result.relabels:
+            running[relabel.job_id] = replace(running[relabel.job_id], admitted_as=relabel.admitted_as)
         for preempt in result.preempts:
             victim = running[preempt.job_id]
             running[preempt.job_id] = replace(victim, terminating=True, terminate_by=now + preempt.grace_s,

@@ -17,7 +17,7 @@ from ..model.durations import format_duration
 from ..model.flavours import FLAVOURS
 from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
-from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
+from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Relabel, Reserve, Wait
 from .defrag import fragmented, moves_in_flight, plan_moves
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .ordering import TeamOrder, band_hint, team_queues
@@ -160,6 +160,8 @@ class _Cycle:
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
         self._movable_cache: dict[tuple[str, int, int], list[Victim]] = {}
+        self.relabels: list[Relabel] = []
+        self._relabelled: set[str] = set()
         self._spots: dict[str, list[tuple[int, int]]] = {}
         self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self._clock: QuotaClock | None = None
@@ -326,6 +328,8 @@ class _Cycle:
         options: list[tuple[str, Pool, Verdict]] = []
         refused: list[_PlanFor] = []
         best: tuple[int, int, Reason, str] | None = None
+        #: Flavours the job fits only once its team's own preemptible jobs give it their nominal quota.
+        relabel: dict[str, list[RunningJob]] = {}
         for index, (f, pool) in enumerate(shaped):
             verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_keys,
                                           self._nominal_extra_now)
@@ -334,6 +338,10 @@ class _Cycle:
                 best = _better(best, index, verdict.reason, verdict.message)
                 if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
                     refused.append((f, verdict.reason, False, (request.team, f) in self._nominal_only_keys))
+                room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
+                if room is not None:
+                    relabel[f] = room[1]
+                    options.append((f, pool, room[0]))
             else:
                 options.append((f, pool, verdict))
         if not options:
@@ -344,6 +352,13 @@ class _Cycle:
         # d. Placement now: the first flavour that fits without preemption (misses cached per shape).
         misses: list[tuple[int, str, Pool, Verdict, Miss]] = []
         for index, (f, pool, verdict) in enumerate(options):
+            if f in relabel:                 # only worth it if the job starts now
+                placement = place(self.cap, pool, request, ctx, small)
+                if placement is not None:
+                    self._relabel(request, f, relabel[f])
+                    self._admit(pending, pool, placement, AdmittedAs.NOMINAL, ctx.end)
+                    return None
+                continue
             if verdict.reclaim and not inflight:
                 misses.append((index, f, pool, verdict, Miss(
                     Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
@@ -363,6 +378,9 @@ class _Cycle:
         if inflight:
             self._await_victims(pending, inflight, options)
             return None
+        if not misses:
+            assert best is not None
+            return self._refuse(pending, quota, best[2], best[3], refused)
         # e. Preemption, when the job's band allows it and its best flavour is not merely deferred.
         if max(m[4].fit for m in misses) < Fit.DEFERRED:
             for index, f, pool, verdict, miss in misses:
@@ -530,8 +548,8 @@ class _Cycle:
                      miss: Miss, mode: str, slot: Slot | None = None) -> bool:
         """Find and signal victims so ``pending`` fits ``pool``. ``mode``: ``now`` (reclaim, critical, single
         node; gangs only over scavenger work), ``reservation`` (a gang whose reservation is far off, costed) or
-        ``migrate`` (a gang waiting for one domain: move smaller jobs off it to room they fit elsewhere now,
-        costed; see :meth:`_movable`)."""
+        ``migrate`` (a gang waiting for capacity or one domain: move smaller jobs off the nodes it needs to room
+        they fit elsewhere now, costed; see :meth:`_movable`)."""
         request = pending.request
         assert verdict.admitted_as is not None
         band = band_of(request.priority_class, verdict.admitted_as)
@@ -592,6 +610,52 @@ class _Cycle:
         self._signal(pending, pool, verdict, found, mode, band)
         return True
 
+    def _nominal_room(self, request: JobRequest, flavour: str) -> tuple[Verdict, list[RunningJob]] | None:
+        """For a non-preemptible job refused because its team's nominal quota is held by the team's own
+        preemptible work: the fewest of those jobs (the newest first) that, relabelled borrowed, let it in as
+        nominal now without reclaim — that is, when the cohort can lend for them. The team's guarantee goes to
+        the work that cannot checkpoint; the relabelled jobs keep running, now reclaimable."""
+        state = self.snapshot.teams.get(request.team)
+        quota = state.quotas.get(flavour) if state else None
+        if request.preemptible or quota is None or request.priority_class is PriorityClass.SCAVENGER:
+            return None
+        key = (request.team, flavour)
+        need = (self.ledger.nominal_usage.get(key, 0) + max(0, self._nominal_extra_now.get(key, 0))
+                + request.units - quota.nominal)
+        if need <= 0:
+            return None                      # refused for something else (the borrowing limit)
+        mine = sorted((job for job in self.running
+                       if job.request.team == request.team and job.placement.flavour == flavour
+                       and job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible
+                       and not job.terminating and job.request.id not in self.leaving
+                       and job.request.id not in self._relabelled),
+                      key=lambda job: (-job.started_at, job.request.id))
+        chosen: list[RunningJob] = []
+        for job in mine:
+            if need <= 0:
+                break
+            chosen.append(job)
+            need -= job.request.units
+        if need > 0:
+            return None
+        for job in chosen:
+            self.ledger.relabel(job.request, flavour, AdmittedAs.NOMINAL, AdmittedAs.BORROWED, bump=False)
+        try:
+            verdict = self.ledger.verdict(request, flavour, self._extra_now, self._nominal_only_keys,
+                                          self._nominal_extra_now)
+        finally:
+            for job in chosen:
+                self.ledger.relabel(job.request, flavour, AdmittedAs.BORROWED, AdmittedAs.NOMINAL, bump=False)
+        if verdict.admitted_as is not AdmittedAs.NOMINAL or verdict.reclaim:
+            return None
+        return verdict, chosen
+
+    def _relabel(self, request: JobRequest, flavour: str, jobs: list[RunningJob]) -> None:
+        for job in jobs:
+            self.ledger.relabel(job.request, flavour, AdmittedAs.NOMINAL, AdmittedAs.BORROWED)
+            self._relabelled.add(job.request.id)
+            self.relabels.append(Relabel(job.request.id, AdmittedAs.BORROWED, for_job=request.id))
+
     def _proportionate(self, pending: PendingJob, verdict: Verdict, found: Found) -> bool:
         """A reclaim stops at most four times what it needs (or 64 units more), until the job has waited
         ``reclaim_patience_s``: a 1-GPU job does not stop a 1,024-GPU gang — whose GPUs would then idle, the
@@ -602,7 +666,7 @@ class _Cycle:
                 or self.now - pending.queued_at >= self.config.reclaim_patience_s)
 
     def _movable(self, flavour: str, request: JobRequest) -> list[Victim]:
-        """Jobs that may move for a gang waiting for one domain, cheapest first: preemptible, past their
+        """Jobs that may move for a gang waiting for room, cheapest first: preemptible, past their
         minimum run time, not critical, at most half the gang's size. Moving is not taking: a moved job
         checkpoints, goes back to the front of its queue and starts again at once elsewhere (the caller checks
         that it fits), so band and team do not matter — Gandiva's migration, at checkpoint boundaries."""
@@ -958,7 +1022,7 @@ class _Cycle:
         waits = [Wait(job_id, w.reason, w.message, position[job_id], w.estimate)
                  for job_id in self.processed if (w := waiting.get(job_id)) is not None]
         return CycleResult(now=self.now, admits=self.admits, preempts=self.preempts,
-                           reservations=self.reservations, waits=waits)
+                           reservations=self.reservations, waits=waits, relabels=self.relabels)
 
 
 def _better(best: tuple[int, int, Reason, str] | None, index: int, reason: Reason,

@@ -69,9 +69,21 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
+class Relabel:
+    """A running job's quota label changes; nothing stops. A team's preemptible job admitted as nominal becomes
+    borrowed (reclaimable) so that the team's non-preemptible ``for_job``, admitted in the same cycle, takes the
+    nominal quota it held."""
+
+    job_id: str
+    admitted_as: AdmittedAs
+    for_job: str
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     now: float
     admits: list[Admit] = field(default_factory=list)
     preempts: list[Preempt] = field(default_factory=list)
     reservations: list[Reserve] = field(default_factory=list)
     waits: list[Wait] = field(default_factory=list)
+    relabels: list[Relabel] = field(default_factory=list)

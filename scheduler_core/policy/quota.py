@@ -112,6 +112,16 @@ class QuotaLedger:
         if admitted_as is not AdmittedAs.SCAVENGER:
             self._change(request.team, flavour, -request.units, nominal=admitted_as is AdmittedAs.NOMINAL)
 
+    def relabel(self, request: JobRequest, flavour: str, before: AdmittedAs, after: AdmittedAs,
+                bump: bool = True) -> None:
+        """A running job's label changes: its team's nominal usage moves; total usage and the pool do not."""
+        key = (request.team, flavour)
+        delta = (request.units if after is AdmittedAs.NOMINAL else 0) - (
+            request.units if before is AdmittedAs.NOMINAL else 0)
+        self.nominal_usage[key] = self.nominal_usage.get(key, 0) + delta
+        if bump:
+            self.version[request.team] = self.version.get(request.team, 0) + 1
+
     def hold(self, held: list[tuple[str, str, int]]) -> Callable[[], None]:
         """Count reserved jobs' units as used, and as nominal (the safe side), for a job that would still run
         when they start; returns the undo. Versions do not move: a reservation only ever makes quota tighter."""

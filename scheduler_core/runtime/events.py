@@ -14,6 +14,7 @@ class EventKind(StrEnum):
     PREEMPT = "preempt"          # decision: signalled by the policy (reason: a PreemptReason)
     WAIT = "wait"                # decision: why a pending job waits (written when the reason changes)
     RESERVE = "reserve"          # decision: nodes reserved for a job from a time on (written when it changes)
+    RELABEL = "relabel"          # decision: a running job counts as borrowed now (non-preemptible work took its quota)
     STOP = "stop"                # the controller's own signal: cancel, readiness timeout, failure, straggler
     RUNNING = "running"          # observation: every pod started
     POD_EXIT = "pod_exit"        # observation: a pod exited non-zero (the job's own fault)

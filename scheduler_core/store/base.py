@@ -72,6 +72,13 @@ class Store(ABC):
         Binding clears the job's wait fields and stamps it with ``epoch``."""
 
     @abstractmethod
+    def relabel(self, job_id: str, admitted_as: AdmittedAs, *, epoch: int, now: float) -> JobRecord:
+        """Change how a job that holds units is counted against quota (nothing stops): writes the
+        ``UsageRecord`` of the time since it was last labelled under the old label and counts on from ``now``
+        (``labelled_at``) under the new one. ``StaleLeader`` for an old epoch, ``Conflict`` if the job holds no
+        units or ``admitted_as`` is scavenger (scavenger work is outside quota either way)."""
+
+    @abstractmethod
     def mark_running(self, job_id: str, now: float) -> JobRecord:
         """ADMITTED → RUNNING once every pod has started."""
 
@@ -88,7 +95,8 @@ class Store(ABC):
                 restart_block: str | None = None, avoid_nodes: Iterable[str] = ()) -> JobRecord:
         """Free the job's units and move it to ``state``: PENDING (requeued at the front of its queue, counting a
         preemption, an infrastructure restart or an own-fault restart) or a finished state. Writes the
-        ``UsageRecord`` of the time it held them (``admitted_at`` → ``now``, with its ``admitted_as``).
+        ``UsageRecord`` of the time it held them (``labelled_at`` or else ``admitted_at`` → ``now``, with its
+        ``admitted_as``).
 
         Requeued: ``own_fault`` counts in ``restarts``, else ``infra_fault`` in ``infra_restarts``, else it is a
         preemption; ``restart_block`` and ``avoid_nodes`` replace the previous ones; placement is cleared,

@@ -156,8 +156,30 @@ class MemoryStore(Store):
                 self._held[unit] = job_id
             return self._put(dataclasses.replace(
                 job, state=JobState.ADMITTED, placement=placement, admitted_as=admitted_as, admitted_at=now,
-                started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False, epoch=epoch,
+                labelled_at=None, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False, epoch=epoch,
                 wait_reason=None, wait_message="", queue_position=None, estimated_start=None))
+
+    def relabel(self, job_id: str, admitted_as: AdmittedAs, *, epoch: int, now: float) -> JobRecord:
+        with self._lock:
+            self._fence(epoch)
+            job = self._job(job_id)
+            if not job.state.holds_units:
+                raise Conflict(f"job {job_id} is {job.state} and holds no units to relabel")
+            if admitted_as is AdmittedAs.SCAVENGER or job.admitted_as is AdmittedAs.SCAVENGER:
+                raise Conflict(f"job {job_id}: scavenger work is outside quota and keeps its label")
+            assert job.placement is not None and job.admitted_as is not None and job.admitted_at is not None
+            if admitted_as is job.admitted_as:
+                return job
+            self._usage.append(self._usage_record(job, now))
+            return self._put(dataclasses.replace(job, admitted_as=admitted_as, labelled_at=max(now, job.admitted_at)))
+
+    def _usage_record(self, job: JobRecord, now: float) -> UsageRecord:
+        """The usage of a job's units since it was last labelled, under that label."""
+        assert job.placement is not None and job.admitted_as is not None and job.admitted_at is not None
+        start = job.labelled_at if job.labelled_at is not None else job.admitted_at
+        return UsageRecord(team=job.spec.team, job_id=job.id, flavour=job.placement.flavour,
+                           admitted_as=job.admitted_as, start=start, end=max(now, start),
+                           units=sum(len(pod.units) for pod in job.placement.pods))
 
     def mark_running(self, job_id: str, now: float) -> JobRecord:
         with self._lock:
@@ -196,14 +218,11 @@ class MemoryStore(Store):
             for unit in _units(job.placement):
                 if self._held.get(unit) == job_id:
                     del self._held[unit]
-            self._usage.append(UsageRecord(
-                team=job.spec.team, job_id=job_id, flavour=job.placement.flavour, admitted_as=job.admitted_as,
-                start=job.admitted_at, end=max(now, job.admitted_at),
-                units=sum(len(pod.units) for pod in job.placement.pods)))
+            self._usage.append(self._usage_record(job, now))
             if state is JobState.PENDING:
                 released = dataclasses.replace(
                     job, state=state, queued_at=now, front_of_queue=True, placement=None, admitted_as=None,
-                    admitted_at=None, started_at=None, terminate_by=None, requeue_on_exit=False,
+                    admitted_at=None, labelled_at=None, started_at=None, terminate_by=None, requeue_on_exit=False,
                     restarts=job.restarts + (1 if own_fault else 0),
                     infra_restarts=job.infra_restarts + (1 if infra_fault and not own_fault else 0),
                     preemptions=job.preemptions + (0 if infra_fault or own_fault else 1),

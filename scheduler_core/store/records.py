@@ -60,6 +60,8 @@ class JobRecord:
     admitted_as: AdmittedAs | None = None
     placement: Placement | None = None
     admitted_at: float | None = None
+    #: When ``admitted_as`` last changed while the job held its units (``Store.relabel``); ``None``: at admission.
+    labelled_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
     terminate_by: float | None = None

@@ -12,7 +12,7 @@ It is here so the controller is tested against the ``Policy`` protocol alone, no
 
 from __future__ import annotations
 
-from scheduler_core.policy.decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Wait
+from scheduler_core.policy.decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Relabel, Wait
 from scheduler_core.policy.snapshot import AdmittedAs, NodeState, PendingJob, Placement, PodPlacement, Snapshot
 
 
@@ -22,11 +22,16 @@ class GreedyPolicy:
         self.admit_nothing = False
         self.snapshots: list[Snapshot] = []
         self._asked: list[Preempt] = []
+        self._relabels: list[Relabel] = []
 
     def preempt(self, job_id: str, reason: PreemptReason = PreemptReason.RECLAIM, *, grace_s: float = 300.0,
                 requeue: bool = True) -> None:
         """Preempt ``job_id`` in the next cycle."""
         self._asked.append(Preempt(job_id, reason, grace_s, requeue))
+
+    def relabel(self, job_id: str, admitted_as: AdmittedAs, for_job: str) -> None:
+        """Relabel ``job_id`` in the next cycle."""
+        self._relabels.append(Relabel(job_id, admitted_as, for_job))
 
     def __call__(self, snapshot: Snapshot, now: float) -> CycleResult:
         self.snapshots.append(snapshot)
@@ -43,6 +48,8 @@ class GreedyPolicy:
             used[key] = used.get(key, 0) + running.request.units
         result = CycleResult(now=now)
         result.preempts.extend(self._preempts(snapshot, now))
+        result.relabels.extend(self._relabels)
+        self._relabels.clear()
         order = sorted(snapshot.pending, key=lambda p: (not p.front_of_queue, p.queued_at, p.request.submitted_at))
         position = 0
         for pending in order:

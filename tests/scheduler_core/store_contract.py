@@ -348,6 +348,33 @@ class StoreContract(SweepStoreContract, ABC):
         assert [u.job_id for u in store.usage(until=80.0)] == [borrowed.id]
         assert [u.job_id for u in store.usage(since=70.0, until=110.0)] == [borrowed.id]
 
+    def test_relabel_splits_usage_at_the_change_and_keeps_the_units(self, store: Store) -> None:
+        job = self._bound(store, now=10.0)
+        relabelled = store.relabel(job.id, AdmittedAs.BORROWED, epoch=0, now=40.0)
+        assert (relabelled.state, relabelled.admitted_as, relabelled.admitted_at, relabelled.labelled_at,
+                relabelled.placement) == (job.state, AdmittedAs.BORROWED, 10.0, 40.0, job.placement)
+        assert store.get(job.id).admitted_as is AdmittedAs.BORROWED
+        with pytest.raises(Conflict):            # its units are still held
+            store.bind(store.submit(make_spec("p").pods(1, 8).build(), user="ana", now=1.0).id, job.placement,
+                       AdmittedAs.NOMINAL, epoch=0, now=41.0)
+        store.release(job.id, state=JobState.PENDING, now=100.0, epoch=0)
+        assert sorted((u.admitted_as, u.start, u.end, u.units) for u in store.usage()) == [
+            (AdmittedAs.BORROWED, 40.0, 100.0, 8), (AdmittedAs.NOMINAL, 10.0, 40.0, 8)]
+        again = store.bind(job.id, job.placement, AdmittedAs.NOMINAL, epoch=0, now=200.0)
+        assert again.labelled_at is None and again.admitted_as is AdmittedAs.NOMINAL
+
+    def test_relabel_refuses_a_job_without_units_a_scavenger_label_and_an_old_epoch(self, store: Store) -> None:
+        with pytest.raises(Conflict):
+            store.relabel(store.submit(make_spec("p").pods(1, 8).build(), user="ana", now=1.0).id,
+                          AdmittedAs.BORROWED, epoch=0, now=1.0)
+        job = self._bound(store, now=10.0)
+        with pytest.raises(Conflict):
+            store.relabel(job.id, AdmittedAs.SCAVENGER, epoch=0, now=11.0)
+        store.acquire_lease("a", ttl_s=30.0, now=12.0)
+        with pytest.raises(StaleLeader):
+            store.relabel(job.id, AdmittedAs.BORROWED, epoch=0, now=13.0)
+        assert store.get(job.id).admitted_as is AdmittedAs.NOMINAL and list(store.usage()) == []
+
     # -- waits -----------------------------------------------------------------------------------------------------
     def test_set_waits_records_why_each_pending_job_waits(self, store: Store) -> None:
         a = store.submit(make_spec("a").build(), user="ana", now=1.0)

@@ -212,6 +212,22 @@ def test_the_policy_reclaims_borrowers_and_usage_is_split_nominal_and_borrowed()
     assert snapshot.teams["search"].decayed_usage.get("gpu", 0.0) == 0.0
 
 
+def test_a_relabel_changes_the_label_keeps_the_job_running_and_splits_its_usage() -> None:
+    world = World()
+    behaviour = SimBehaviour(work_s=500.0, start_latency_s=0.0, checkpoint_interval_s=None, checkpoint_cost_s=None)
+    job = world.submit(make_spec("q").pods(1, 8).build(), behaviour)
+    world.step(0.0)
+    assert world.job(job).admitted_as is AdmittedAs.NOMINAL
+    world.policy.relabel(job, AdmittedAs.BORROWED, for_job="notebook-1")
+    world.step(200.0)
+    record = world.job(job)
+    assert (record.state, record.admitted_as, record.labelled_at) == (JobState.RUNNING, AdmittedAs.BORROWED, 200.0)
+    assert ("relabel", "borrowed") in world.events(job, "relabel")
+    world.run_until(world.is_(job, JobState.SUCCEEDED))
+    assert sorted((u.admitted_as, u.start, u.end) for u in world.store.usage()) == [
+        (AdmittedAs.BORROWED, 200.0, 500.0), (AdmittedAs.NOMINAL, 0.0, 200.0)]
+
+
 def test_a_time_limit_preemption_ends_the_job_as_timed_out() -> None:
     world = World()
     job = world.submit(make_spec("long").pods(1, 8).time_limit(120.0).grace(30.0).build(),

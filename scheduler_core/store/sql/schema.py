@@ -67,6 +67,7 @@ jobs = Table(
     Column("admitted_as", String(16), nullable=True),
     Column("placement", Text, nullable=True),
     Column("admitted_at", Double, nullable=True),
+    Column("labelled_at", Double, nullable=True),
     Column("started_at", Double, nullable=True),
     Column("finished_at", Double, nullable=True),
     Column("terminate_by", Double, nullable=True),

@@ -246,8 +246,8 @@ class SqlStore(Store, TokenStore):
                 for node, flavour, unit in units])
             conn.execute(update(jobs).where(jobs.c.id == job_id).values(
                 state=JobState.ADMITTED.value, placement=placement_json, admitted_as=admitted_as.value,
-                admitted_at=now, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False,
-                epoch=epoch, wait_reason=None, wait_message="", queue_position=None, estimated_start=None))
+                admitted_at=now, labelled_at=None, started_at=None, finished_at=None, terminate_by=None,
+                requeue_on_exit=False, epoch=epoch, wait_reason=None, wait_message="", queue_position=None, estimated_start=None))
             return self._job_record(self._job_row(conn, job_id))
 
         try:
@@ -255,6 +255,35 @@ class SqlStore(Store, TokenStore):
         except IntegrityError:
             # A concurrent bind (another thread or process) committed one of these units first.
             raise Conflict(self._lost_race_message(job_id, placement)) from None
+
+    def relabel(self, job_id: str, admitted_as: AdmittedAs, *, epoch: int, now: float) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            self._fence(conn, epoch)
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if not job.state.holds_units:
+                raise Conflict(f"job {job_id} is {job.state} and holds no units to relabel")
+            if admitted_as is AdmittedAs.SCAVENGER or job.admitted_as is AdmittedAs.SCAVENGER:
+                raise Conflict(f"job {job_id}: scavenger work is outside quota and keeps its label")
+            assert job.admitted_at is not None
+            if admitted_as is job.admitted_as:
+                return job
+            conn.execute(insert(usage).values(self._usage_row(job, now)))
+            conn.execute(update(allocations).where(and_(allocations.c.job_id == job_id,
+                                                        allocations.c.released_at.is_(None)))
+                         .values(admitted_as=admitted_as.value))
+            return self._update_job(conn, job_id, admitted_as=admitted_as.value,
+                                    labelled_at=max(now, job.admitted_at))
+
+        return self.db.write(run)
+
+    @staticmethod
+    def _usage_row(job: JobRecord, now: float) -> dict[str, object]:
+        """The usage of a job's units since it was last labelled, under that label."""
+        assert job.placement is not None and job.admitted_as is not None and job.admitted_at is not None
+        start = job.labelled_at if job.labelled_at is not None else job.admitted_at
+        return dict(team=job.spec.team, job_id=job.id, flavour=job.placement.flavour,
+                    admitted_as=job.admitted_as.value, start_at=start, end_at=max(now, start),
+                    units=sum(len(pod.units) for pod in job.placement.pods))
 
     def mark_running(self, job_id: str, now: float) -> JobRecord:
         def run(conn: Connection) -> JobRecord:
@@ -296,14 +325,12 @@ class SqlStore(Store, TokenStore):
             conn.execute(update(allocations).where(and_(allocations.c.job_id == job_id,
                                                         allocations.c.released_at.is_(None)))
                          .values(released_at=now))
-            conn.execute(insert(usage).values(
-                team=job.spec.team, job_id=job_id, flavour=job.placement.flavour,
-                admitted_as=job.admitted_as.value, start_at=job.admitted_at, end_at=max(now, job.admitted_at),
-                units=sum(len(pod.units) for pod in job.placement.pods)))
+            conn.execute(insert(usage).values(self._usage_row(job, now)))
             if state is JobState.PENDING:
                 return self._update_job(
                     conn, job_id, state=state.value, queued_at=now, front_of_queue=True, placement=None,
-                    admitted_as=None, admitted_at=None, started_at=None, terminate_by=None, requeue_on_exit=False,
+                    admitted_as=None, admitted_at=None, labelled_at=None, started_at=None, terminate_by=None,
+                    requeue_on_exit=False,
                     restarts=job.restarts + (1 if own_fault else 0),
                     infra_restarts=job.infra_restarts + (1 if infra_fault and not own_fault else 0),
                     preemptions=job.preemptions + (0 if infra_fault or own_fault else 1),
@@ -845,7 +872,8 @@ class SqlStore(Store, TokenStore):
             queued_at=row.queued_at, front_of_queue=bool(row.front_of_queue),
             admitted_as=AdmittedAs(row.admitted_as) if row.admitted_as is not None else None,
             placement=codec.placement_from_json(row.placement) if row.placement is not None else None,
-            admitted_at=row.admitted_at, started_at=row.started_at, finished_at=row.finished_at,
+            admitted_at=row.admitted_at, labelled_at=row.labelled_at, started_at=row.started_at,
+            finished_at=row.finished_at,
             terminate_by=row.terminate_by, requeue_on_exit=bool(row.requeue_on_exit), restarts=row.restarts,
             infra_restarts=row.infra_restarts, preemptions=row.preemptions, attained_gpu_s=row.attained_gpu_s,
             last_checkpoint=last, restart_block=row.restart_block,

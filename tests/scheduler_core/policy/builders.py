@@ -237,4 +237,6 @@ def decisions(result: Any) -> list[tuple[Any, ...]]:
         out.append(("reserve", r.job_id, " ".join(r.nodes), r.start_at))
     for w in result.waits:
         out.append(("wait", w.job_id, w.reason.value, w.position, w.estimated_start))
+    for r in result.relabels:
+        out.append(("relabel", r.job_id, r.admitted_as.value, r.for_job))
     return out

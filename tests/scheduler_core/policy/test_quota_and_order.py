@@ -77,7 +77,7 @@ QUOTA = [
     Case("the nominal it fits is of jobs admitted nominal: one more beyond that is QuotaFull",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
          .run(make_job("r").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed", started=-4000)
-         .run(make_job("q").pods(2, 8), ["b0-n02", "b0-n03"], started=-4000)
+         .run(make_job("q").pods(2, 8).non_preemptible(), ["b0-n02", "b0-n03"], started=-4000)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
          0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
     Case("backfill borrows what the cohort will still have when a reservation starts: the quota of the jobs "
@@ -87,6 +87,21 @@ QUOTA = [
                   make_job("j").team("recsys").pods(1, 8).limit(8 * H).submitted(1)).build(),
          0.0, [("admit", "j", "borrowed", "b2-n00:0-7"), ("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 4 * H - 1000),
                ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+    Case("non-preemptible work takes its team's nominal from the team's own preemptible jobs, which become "
+         "borrowed (the newest first, as few as needed) when the cohort can lend for them",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+         .run(make_job("q1").pods(1, 8), "b0-n00", started=-4000)
+         .run(make_job("q2").pods(1, 8), "b0-n01", started=-3000)
+         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("admit", "a", "nominal", "b0-n02:0-7"), ("relabel", "q2", "borrowed", "a")]),
+    Case("... not when the cohort cannot lend for them, nor when the job would not start now",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+         .run(make_job("q1").pods(1, 8), "b0-n00", started=-4000)
+         .run(make_job("q2").pods(1, 8), "b0-n01", started=-3000)
+         .run(make_job("s").team("search").pods(6, 8), [f"b{b}-n{n:02d}" for b in (0, 1) for n in range(4)
+                                                       if (b, n) not in ((0, 0), (0, 1))], started=-4000)
+         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
     Case("scavenger work runs on idle units outside quota",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0)
          .pending(make_job("a").pods(1, 8).priority("scavenger")).build(),
