@@ -666,8 +666,10 @@ class _Cycle:
                 or self.now - pending.queued_at >= self.config.reclaim_patience_s)
 
     def _movable(self, flavour: str, request: JobRequest) -> list[Victim]:
-        """Jobs that may move for a gang waiting for room, cheapest first: preemptible, past their
-        minimum run time, not critical, at most half the gang's size. Moving is not taking: a moved job
+        """Jobs that may move for a gang waiting for room, cheapest first: preemptible, running for at least
+        ``migrate_min_run_s`` (a shorter floor than the minimum run time that protects from preemption: a move
+        costs the job a checkpoint, not its place), not critical, at most half the gang's size. Moving is not
+        taking: a moved job
         checkpoints, goes back to the front of its queue and starts again at once elsewhere (the caller checks
         that it fits), so band and team do not matter — Gandiva's migration, at checkpoint boundaries."""
         key = (flavour, request.units // 2, len(self.leaving))
@@ -679,7 +681,7 @@ class _Cycle:
                 if (job.placement.flavour != flavour or job.terminating or other.id in self.leaving
                         or not other.preemptible or other.priority_class is PriorityClass.CRITICAL
                         or is_scavenger(job) or other.units > request.units // 2
-                        or self.now - job.started_at < self.config.min_run_time_s):
+                        or self.now - job.started_at < self.config.migrate_min_run_s):
                     continue
                 v = victim(job, self.now, self.config)
                 if v.id not in self._spots:

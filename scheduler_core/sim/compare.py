@@ -16,7 +16,7 @@ from .records import RunRecord
 from .report import TARGETS, binned, verdict
 
 ROWS = ("jobs", "utilization_while_waiting", "utilization_while_waiting_in_window",
-        "utilization_while_admissible_waiting", "utilization", "wait_p50_s",
+        "utilization_while_admissible_waiting", "idle_gpu_hours_while_waiting", "utilization", "wait_p50_s",
         "wait_p99_s", "small_job_wait_p50_s", "in_quota_wait_p99_s", "big_job_start_s", "placement_violations",
         "preemptions", "failure_restarts", "gpu_hours_lost", "mean_jct_s", "fairness_jain", "jobs_never_started",
         "wall_s")

@@ -14,6 +14,7 @@ Definitions (the report repeats them):
   drain after it); **utilization_while_admissible_waiting** is the same over the spans where such a job waited for a reason other
   than quota (capacity, topology, a reservation, victims leaving), by the policy's own reasons; and
   **fitting_wait_hours_by_reason** says, per flavour and reason, how long such jobs waited.
+  **idle_gpu_hours_while_waiting** is the waste itself: healthy GPUs left idle over those spans, in GPU-hours.
 * **in_quota**: at submission, the team's allocated plus earlier pending units of the job's flavour, plus the job,
   were within its nominal quota. The same test for every policy, including those that ignore quotas.
 * **placement_violations**: admissions of a whole-GPU job of G ≥ one block's GPUs (256 on the reference cluster)
@@ -85,6 +86,20 @@ def _utilization(series: Series, units_per_gpu: dict[str, int], since: float, un
         allocated += float((np.asarray(series.allocated[flavour], dtype=float) * weight).sum())
         healthy += float((np.asarray(series.healthy[flavour], dtype=float) * weight).sum())
     return allocated / healthy if healthy else None
+
+
+def idle_gpu_hours_while_waiting(series: Series, units_per_gpu: dict[str, int], since: float,
+                                 until: float) -> float:
+    """Healthy GPUs left idle, in GPU-hours, over the spans where fitting work of the flavour waited: the waste
+    itself. Unlike the ratio it only falls as waits are removed (a policy that removes the busy-hour waits can
+    lower the ratio, whose remaining spans are the quieter hours, while wasting less)."""
+    dt = _durations(series, since, until)
+    idle = 0.0
+    for flavour in series.flavours:
+        weight = dt / units_per_gpu.get(flavour, 1) * np.asarray(series.fitting[flavour], dtype=float)
+        gap = np.asarray(series.healthy[flavour], dtype=float) - np.asarray(series.allocated[flavour], dtype=float)
+        idle += float((np.clip(gap, 0.0, None) * weight).sum())
+    return idle / 3600.0
 
 
 def placement_violations(jobs: Iterable[JobLog], block_gpus: int, since: float) -> int:
@@ -184,6 +199,8 @@ def summarise(record: RunRecord) -> dict[str, Any]:
             record.series, record.units_per_gpu, start, record.window[1]), 4),
         "utilization_while_admissible_waiting": _round(utilization_while_admissible_waiting(
             record.series, record.units_per_gpu, start, record.end), 4),
+        "idle_gpu_hours_while_waiting": _round(idle_gpu_hours_while_waiting(
+            record.series, record.units_per_gpu, start, record.end), 1),
         "fitting_wait_hours_by_reason": {key: round(value / 3600.0, 1) for key, value in
                                          sorted(record.fitting_wait_s.items(), key=lambda kv: -kv[1])},
         "utilization": _round(utilization(record.series, record.units_per_gpu, start, record.end), 4),

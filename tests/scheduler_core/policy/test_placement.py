@@ -24,6 +24,11 @@ def eight_and_eight() -> Any:
     return make_cluster().block("b0", 8, per_leaf=4).block("b1", 8, per_leaf=4)
 
 
+def placing_only(builder: Any) -> Any:
+    """No moving of running work for a gang (tested in test_preemption_and_backfill): placement alone."""
+    return builder.config(migrate_max_moves=0)
+
+
 def busy(builder: Any, block: str, count: int, started: float = -1000.0) -> Any:
     """``count`` nodes of ``block`` busy with one 8-GPU job each (search's, nominal), ending at 4 h + started."""
     for k in range(count):
@@ -49,8 +54,8 @@ def busy_nodes(builder: Any, block: str, nodes: list[int]) -> Any:
 
 CASES = [
     Case("required block never splits: enough nodes in all, not in one block",
-         lambda: busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),
-                           "b0", 3), "b1", 3)
+         lambda: placing_only(busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64)
+                                        .team("search", h100=64), "b0", 3), "b1", 3))
          .pending(make_job("g").pods(6, 8).required("block")).build(),
          0.0, [("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n05 b0-n06 b0-n07", 4 * H - 1000),
                ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
@@ -66,8 +71,8 @@ CASES = [
          .pending(make_job("g").pods(6, 8).preferred("block").pending(queued_at=-400)).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 5) + nodes_of("b1", 1)))]),
     Case("a preferred gang as large as a block never spreads, even after the bounded wait",
-         lambda: busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64).team("search", h100=64),
-                                       "b0", [3]), "b1", [3])
+         lambda: placing_only(busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64)
+                                                    .team("search", h100=64), "b0", [3]), "b1", [3]))
          .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
          0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 1000),
                ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
@@ -163,8 +168,8 @@ def test_decisions(case: Case) -> None:
 
 
 def test_required_block_reason_names_the_largest_free_block() -> None:
-    snap = busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64), "b0", 3),
-                "b1", 3).pending(make_job("g").pods(6, 8).required("block")).build()
+    snap = placing_only(busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),
+                                  "b0", 3), "b1", 3)).pending(make_job("g").pods(6, 8).required("block")).build()
     (wait,) = run_cycle(snap, 0.0).waits
     assert wait.message.startswith("needs 6 whole free nodes in one block (required: block); the largest free "
                                    "block has 5 (80 h100 free in all)")

@@ -30,8 +30,10 @@ def two_blocks() -> Any:
 
 def reserved_block_world() -> Any:
     """Nine nodes; search holds one node of b0 and all of b1 (one job borrowed) until 4 h − 1000 s; the cohort
-    lends 24 now, and fraud's whole-block gang will take 32 of it back when search's jobs end."""
+    lends 24 now, and fraud's whole-block gang will take 32 of it back when search's jobs end (and does not move
+    search's job off b0: that is tested with preemption)."""
     builder = (make_snapshot(make_cluster().block("b0", 4).block("b1", 4).block("b2", 1))
+               .config(migrate_max_moves=0)
                .team("fraud", h100=32).team("search", h100=32).team("ads", h100=8).team("recsys", h100=0)
                .run(make_job("s0").team("search").pods(1, 8), "b0-n03", started=-1000))
     for k in range(4):

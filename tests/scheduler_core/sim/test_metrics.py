@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.sim.metrics import (fairness, jain, percentile, placement_violations, summarise,
-                                        utilization_while_admissible_waiting, utilization_while_waiting)
+from scheduler_core.sim.metrics import (fairness, idle_gpu_hours_while_waiting, jain, percentile,
+                                        placement_violations, summarise, utilization_while_admissible_waiting,
+                                        utilization_while_waiting)
 from scheduler_core.sim.records import Admission, Interruption, JobLog, RunRecord, Series
 
 
@@ -34,6 +35,13 @@ def test_utilization_counts_only_the_time_fitting_work_waits() -> None:
     assert utilization_while_waiting(s, {"h100": 1}, 0, 400) == pytest.approx(0.7)
     assert utilization_while_waiting(s, {"h100": 1}, 150, 400) == pytest.approx((50 * 50 + 90 * 100) / 15000)
     assert utilization_while_waiting(series([(0, 1, 2, False)]), {"h100": 1}, 0, 10) is None
+
+
+def test_idle_gpu_hours_while_waiting_is_the_waste_itself() -> None:
+    s = series([(0, 10, 100, False), (100, 50, 100, True), (200, 90, 100, True), (300, 0, 100, False)])
+    # 100 s with 50 idle and 100 s with 10 idle while work waited: 6,000 GPU-seconds.
+    assert idle_gpu_hours_while_waiting(s, {"h100": 1}, 0, 400) == pytest.approx(6000 / 3600)
+    assert idle_gpu_hours_while_waiting(s, {"h100": 7}, 0, 400) == pytest.approx(6000 / 7 / 3600)
 
 
 def test_admissible_waits_leave_out_quota_bound_ones() -> None:
