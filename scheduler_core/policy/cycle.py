@@ -589,26 +589,68 @@ class _Cycle:
         if not eligible:
             self._no_victims.add(key)
             return False
-        undo = self.ledger.hold(self._held_now) if self._held_now else None
-        try:
-            target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
-            search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
-            found = search.run(eligible)
-        finally:
-            if undo is not None:
-                undo()
+        oversize = None
+        if reclaim_only:
+            # Borrowers no more than twice what the reclaim needs first: stopping a far larger gang frees GPUs
+            # nobody here needs, and that gang cannot come back until the cohort can lend it all again.
+            oversize = _oversize(request, verdict)
+            eligible = sorted(eligible, key=lambda v: (v.job.request.units > oversize, v.key))
+        found = self._search(pending, pool, verdict, ctx, small, eligible, oversize)
+        if reclaim_only and found is not None and not self._proportionate(pending, verdict, found):
+            # The lesser evil: borrowers near its size inside their minimum run time, not a far larger gang.
+            found = self._search(pending, pool, verdict, ctx, small,
+                                 self._young_borrowers(pending, pool, verdict, band, cohort))
+            if found is None:
+                return False
         if found is None:
             self._no_victims.add(key)
             return False
         if mode != "now" and not self._worth_it(request, pool.flavour, found, slot):
-            return False
-        if reclaim_only and not self._proportionate(pending, verdict, found):
             return False
         if mode == "migrate" and (len(found.victims) > self.config.migrate_max_moves
                                   or not self._fit_elsewhere(request, found)):
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
+
+    def _search(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
+                eligible: list[Victim], oversize: int | None = None) -> Found | None:
+        """The cheapest victims among ``eligible`` that let the job in (quota included), or ``None``."""
+        if not eligible:
+            return None
+        request = pending.request
+        undo = self.ledger.hold(self._held_now) if self._held_now else None
+        try:
+            target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
+            search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots, oversize)
+            return search.run(eligible)
+        finally:
+            if undo is not None:
+                undo()
+
+    def _young_borrowers(self, pending: PendingJob, pool: Pool, verdict: Verdict, band: Band,
+                         cohort: str) -> list[Victim]:
+        """For a reclaim whose only victims past their minimum run time are far larger than it needs: borrowers of
+        other teams in the cohort near its size, running for at least ``migrate_min_run_s``, cheapest first. The
+        minimum run time guards against thrash; here it would make a 1-GPU reclaim stop a 1,024-GPU gang, whose
+        GPUs then idle for hours because it cannot borrow them all back, while a young 8-GPU borrower loses
+        minutes (it checkpoints on the way out)."""
+        oversize = _proportionate_units(pending.request, verdict)
+        out: list[Victim] = []
+        for job in self.running:
+            other = self.snapshot.teams.get(job.request.team)
+            if (job.placement.flavour != pool.flavour or job.terminating or job.request.id in self.leaving
+                    or job.admitted_as is not AdmittedAs.BORROWED or not job.request.preemptible
+                    or job.request.team == pending.request.team or other is None or other.cohort != cohort
+                    or job.band >= band or job.request.units > oversize
+                    or self.now - job.started_at < self.config.migrate_min_run_s):
+                continue
+            v = victim(job, self.now, self.config)
+            if v.id not in self._spots:
+                self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
+            out.append(v)
+        out.sort(key=lambda v: v.key)
+        return out
 
     def _nominal_room(self, request: JobRequest, flavour: str) -> tuple[Verdict, list[RunningJob]] | None:
         """For a non-preemptible job refused because its team's nominal quota is held by the team's own
@@ -660,9 +702,8 @@ class _Cycle:
         """A reclaim stops at most four times what it needs (or 64 units more), until the job has waited
         ``reclaim_patience_s``: a 1-GPU job does not stop a 1,024-GPU gang — whose GPUs would then idle, the
         gang unable to come back — while smaller borrowers will soon pass their minimum run time or end."""
-        need = max(pending.request.units, verdict.deficit)
         stopped = sum(v.job.request.units for v in found.victims if not v.scavenger)
-        return (stopped <= max(4 * need, need + 64)
+        return (stopped <= _proportionate_units(pending.request, verdict)
                 or self.now - pending.queued_at >= self.config.reclaim_patience_s)
 
     def _movable(self, flavour: str, request: JobRequest) -> list[Victim]:
@@ -1025,6 +1066,17 @@ class _Cycle:
                  for job_id in self.processed if (w := waiting.get(job_id)) is not None]
         return CycleResult(now=self.now, admits=self.admits, preempts=self.preempts,
                            reservations=self.reservations, waits=waits, relabels=self.relabels)
+
+
+def _proportionate_units(request: JobRequest, verdict: Verdict) -> int:
+    """The most a reclaim should stop: four times what it needs, or 64 units more."""
+    need = max(request.units, verdict.deficit)
+    return max(4 * need, need + 64)
+
+
+def _oversize(request: JobRequest, verdict: Verdict) -> int:
+    """Victims larger than this are far larger than a reclaim needs: twice its size or its cohort's deficit."""
+    return 2 * max(request.units, verdict.deficit)
 
 
 def _better(best: tuple[int, int, Reason, str] | None, index: int, reason: Reason,

@@ -139,7 +139,8 @@ class VictimSearch:
     could be cleared enough, and keeps the one that loses the fewest GPU-hours."""
 
     def __init__(self, cap: Capacity, ledger: QuotaLedger, pool: Pool, request: JobRequest, ctx: PlaceContext,
-                 small: bool, reclaim_target: int | None, spots: Mapping[str, list[tuple[int, int]]]) -> None:
+                 small: bool, reclaim_target: int | None, spots: Mapping[str, list[tuple[int, int]]],
+                 oversize: int | None = None) -> None:
         self.cap = cap
         self.ledger = ledger
         self.pool = pool
@@ -148,6 +149,8 @@ class VictimSearch:
         self.small = small
         self.reclaim_target = reclaim_target
         self.spots = spots
+        #: Victims larger than this are the last resort (a reclaim should not stop a gang far larger than it needs).
+        self.oversize = oversize
 
     def _remove(self, v: Victim) -> None:
         self.cap.release(v.job.request, v.job.placement)
@@ -254,7 +257,7 @@ class VictimSearch:
         for v in candidates:
             for j, units in self.spots[v.id]:
                 per_node.setdefault(j, []).append((v, units))
-        best: tuple[tuple[float, int, int], list[Victim]] | None = None
+        best: tuple[tuple[bool, float, int, int], list[Victim]] | None = None
         for j in sorted(per_node):
             if not pool.usable[j] or pool.spare[j] or pool.members[j] in ctx.avoid or pool.cap[j] < g:
                 continue
@@ -269,7 +272,8 @@ class VictimSearch:
                 chosen.append(v)
             if need > 0 or not chosen:
                 continue
-            rank = (cost, len(chosen), j)
+            oversize = self.oversize is not None and any(v.job.request.units > self.oversize for v in chosen)
+            rank = (oversize, cost, len(chosen), j)
             if best is None or rank < best[0]:
                 best = (rank, chosen)
         if best is None:

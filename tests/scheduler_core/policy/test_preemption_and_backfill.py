@@ -39,18 +39,41 @@ def one_job_in_the_way(free_in_b1: int, preemptible: bool = True, b1_started: fl
     return builder.pending(make_job("g").pods(4, 8).required("block")).build()
 
 
-def only_a_big_borrower(queued_at: float) -> Snapshot:
-    """Search borrows 88 GPUs in one gang; fraud, whose 48 are lent out, asks for one GPU."""
+def only_a_big_borrower(queued_at: float, young_started: float | None = None) -> Snapshot:
+    """Search borrows 80 GPUs in one gang, and 8 more in job ``y`` started at ``young_started`` (without it,
+    ``y`` is nominal work and the gang the only borrower); fraud, whose 48 are lent out, asks for one GPU."""
+    young = young_started is not None
     return (make_snapshot(make_cluster().blocks("b", 3, nodes=4)).team("fraud", h100=48).team("search", h100=48)
-            .run(make_job("G").team("search").pods(11, 8), nodes_of("b0", 4) + nodes_of("b1", 4) + nodes_of("b2", 3),
+            .run(make_job("G").team("search").pods(10, 8), nodes_of("b0", 4) + nodes_of("b1", 4) + nodes_of("b2", 2),
                  admitted="borrowed", started=-4000)
+            .run(make_job("y").team("search").pods(1, 8), "b2-n02", admitted="borrowed" if young else "nominal",
+                 started=young_started if young else -4000)
             .run(make_job("n").team("search").pods(1, 8), "b2-n03", started=-4000)
             .pending(make_job("a").pods(1, 1).pending(queued_at=queued_at)).build())
 
 
+def a_big_and_a_small_borrower() -> Snapshot:
+    """Search fills the cluster: a 64-GPU gang that just checkpointed and an 8-GPU job that never did, both
+    borrowed; fraud, whose 48 are lent out, asks for 8 GPUs."""
+    return (make_snapshot(make_cluster().blocks("b", 3, nodes=4)).team("fraud", h100=48).team("search", h100=48)
+            .run(make_job("G").team("search").pods(8, 8), nodes_of("b0", 4) + nodes_of("b1", 4),
+                 admitted="borrowed", started=-4000, checkpoint=-10)
+            .run(make_job("S").team("search").pods(1, 8), "b2-n00", admitted="borrowed", started=-4000)
+            .run(make_job("n").team("search").pods(3, 8), nodes_of("b2", 3, start=1), started=-4000)
+            .pending(make_job("a").pods(1, 8)).build())
+
+
 CASES = [
+    Case("a reclaim stops a borrower near its own size before a far larger gang, even a cheaper one",
+         a_big_and_a_small_borrower, 0.0,
+         [("preempt", "S", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b2-n00", 300.0),
+          ("wait", "a", "PreemptingVictims", 1, 300.0)]),
     Case("a reclaim does not stop a gang far larger than it needs at once: it waits for smaller borrowers",
          lambda: only_a_big_borrower(0.0), 0.0, [("wait", "a", "WaitingForCapacity", 1, 0.0)]),
+    Case("... and stops a young borrower near its size instead, if one has run 5 minutes",
+         lambda: only_a_big_borrower(0.0, young_started=-400.0), 0.0,
+         [("preempt", "y", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b2-n02", 300.0),
+          ("wait", "a", "PreemptingVictims", 1, 300.0)]),
     Case("... for up to reclaim_patience_s, then takes its quota back all the same",
          lambda: only_a_big_borrower(-300.0), 0.0,
          [("preempt", "G", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b0-n00", 300.0),
