@@ -178,6 +178,8 @@ class _Cycle:
         self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], dict[tuple[str, str], int],
                                                       frozenset[tuple[str, str]]]] = {}
         self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
+        self._ends: list[tuple[float, RunningJob]] | None = None
+        self._by_team: dict[tuple[str, str], list[RunningJob]] | None = None
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -235,6 +237,7 @@ class _Cycle:
 
     def _mark_leaving(self, job: RunningJob, until: float) -> None:
         self.leaving[job.request.id] = until
+        self._ends = None
         self.timeline.set_until(job.request, job.placement, until)
         if self._leaving_lists is not None:
             self._add_leaving(job)
@@ -290,15 +293,18 @@ class _Cycle:
         """Quota units (all, of which nominal) per (team, flavour) of running jobs that end by ``at``."""
         hit = self._ended_cache.get(at)
         if hit is None:
+            if self._ends is None:           # (end, job) of the running jobs in quota, soonest first
+                self._ends = sorted(((self.leaving.get(job.request.id, job_end(job, self.now)), job)
+                                     for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER),
+                                    key=lambda e: e[0])
             hit = {}
-            for job in self.running:
-                if job.admitted_as is AdmittedAs.SCAVENGER:
-                    continue
-                if self.leaving.get(job.request.id, job_end(job, self.now)) <= at:
-                    key = (job.request.team, job.placement.flavour)
-                    total, nominal = hit.get(key, (0, 0))
-                    units = job.request.units
-                    hit[key] = (total + units, nominal + (units if job.admitted_as is AdmittedAs.NOMINAL else 0))
+            for end, job in self._ends:
+                if end > at:
+                    break
+                key = (job.request.team, job.placement.flavour)
+                total, nominal = hit.get(key, (0, 0))
+                units = job.request.units
+                hit[key] = (total + units, nominal + (units if job.admitted_as is AdmittedAs.NOMINAL else 0))
             self._ended_cache[at] = hit
         return hit
 
@@ -666,12 +672,13 @@ class _Cycle:
                 + request.units - quota.nominal)
         if need <= 0:
             return None                      # refused for something else (the borrowing limit)
-        mine = sorted((job for job in self.running
-                       if job.request.team == request.team and job.placement.flavour == flavour
-                       and job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible
-                       and not job.terminating and job.request.id not in self.leaving
-                       and job.request.id not in self._relabelled),
-                      key=lambda job: (-job.started_at, job.request.id))
+        if self._by_team is None:            # running jobs per (team, flavour), the newest first
+            self._by_team = {}
+            for job in sorted(self.running, key=lambda job: (-job.started_at, job.request.id)):
+                self._by_team.setdefault((job.request.team, job.placement.flavour), []).append(job)
+        mine = [job for job in self._by_team.get(key, ())
+                if job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible and not job.terminating
+                and job.request.id not in self.leaving and job.request.id not in self._relabelled]
         chosen: list[RunningJob] = []
         for job in mine:
             if need <= 0:

@@ -46,6 +46,17 @@ class Verdict:
     deficit: int = 0
 
 
+@dataclass(slots=True)
+class _ExtraPool:
+    """One ``extra`` mapping's effect on one cohort's pool of one flavour: per team, and in all."""
+
+    extra: Mapping[tuple[str, str], int]
+    rows: dict[str, int]
+    contrib: dict[str, int]
+    total: int
+    seen: int
+
+
 class QuotaLedger:
     """Usage per (team, flavour) and pool per (cohort, flavour), kept exact as the cycle changes things."""
 
@@ -58,7 +69,9 @@ class QuotaLedger:
         self.members: dict[str, list[str]] = {}
         #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
         self.version: dict[str, int] = {}
-        self._extra_cache: dict[tuple[int, str, str], tuple[int, Mapping[tuple[str, str], int], int]] = {}
+        self._extra_cache: dict[tuple[int, str, str], _ExtraPool] = {}
+        #: (team, flavour) of every usage change the cycle made, holds included, in order (see ``_extra_pool``).
+        self._changed: list[tuple[str, str]] = []
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -90,6 +103,7 @@ class QuotaLedger:
         before = self.usage.get(key, 0)
         after = before + delta
         self.usage[key] = after
+        self._changed.append(key)
         if nominal:
             self.nominal_usage[key] = self.nominal_usage.get(key, 0) + delta
         state = self.teams.get(team)
@@ -156,28 +170,33 @@ class QuotaLedger:
         return self.pool_after(request.team, flavour, request.units) >= target
 
     def _extra_pool(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
-        """How the cohort's pool moves if the teams in ``extra`` used that many more units (memoised until
-        the cohort's usage changes; ``extra`` mappings live for the whole cycle)."""
+        """How the cohort's pool moves if the teams in ``extra`` used that many more (or fewer) units. Kept per
+        team and brought up to date from the log of usage changes, so each call costs only the teams whose
+        usage moved since the last (``extra`` mappings live for the whole cycle)."""
         key = (id(extra), cohort, flavour)
-        version = self.version.get("cohort:" + cohort, 0)
         hit = self._extra_cache.get(key)
-        if hit is not None and hit[0] == version and hit[1] is extra:
-            return hit[2]
-        delta = self._extra_delta(cohort, flavour, extra)
-        self._extra_cache[key] = (version, extra, delta)
-        return delta
+        if hit is None or hit.extra is not extra:
+            rows = {team: units for (team, f), units in extra.items()
+                    if f == flavour and team in self.teams and self.teams[team].cohort == cohort}
+            contrib = {team: self._contribution(team, flavour, units) for team, units in rows.items()}
+            hit = _ExtraPool(extra, rows, contrib, sum(contrib.values()), len(self._changed))
+            self._extra_cache[key] = hit
+            return hit.total
+        if hit.seen < len(self._changed):
+            for team, f in self._changed[hit.seen:]:
+                if f == flavour and team in hit.rows:
+                    value = self._contribution(team, flavour, hit.rows[team])
+                    hit.total += value - hit.contrib[team]
+                    hit.contrib[team] = value
+            hit.seen = len(self._changed)
+        return hit.total
 
-    def _extra_delta(self, cohort: str, flavour: str, extra: Mapping[tuple[str, str], int]) -> int:
-        delta = 0
-        for (team, f), units in extra.items():
-            state = self.teams.get(team)
-            if f != flavour or state is None or state.cohort != cohort:
-                continue
-            usage = self.usage.get((team, f), 0)
-            offer0, borrow0 = self.terms(team, f, usage)
-            offer1, borrow1 = self.terms(team, f, usage + units)
-            delta += (offer1 - borrow1) - (offer0 - borrow0)
-        return delta
+    def _contribution(self, team: str, flavour: str, units: int) -> int:
+        """How ``team``'s offer minus borrowing moves if it used ``units`` more of ``flavour``."""
+        usage = self.usage.get((team, flavour), 0)
+        offer0, borrow0 = self.terms(team, flavour, usage)
+        offer1, borrow1 = self.terms(team, flavour, usage + units)
+        return (offer1 - borrow1) - (offer0 - borrow0)
 
     def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
                 nominal_only: frozenset[tuple[str, str]] = frozenset(),
