@@ -252,7 +252,8 @@ class _Cycle:
         klass = None
         if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.victims_for:
             widened = True if request.topology_level is None else self._widened(pending)
-            klass = (request.team, request.shape, request.priority_class, request.preemptible, widened)
+            klass = (request.team, request.shape, request.priority_class, request.preemptible, widened,
+                     self._block_cap(pending))
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
                     and (known.quota is None or known.quota == self._quota_state(request))):
@@ -420,7 +421,10 @@ class _Cycle:
         if pending.restart_block is not None and pending.restart_block in self.cap.block_names:
             restart = self.cap.block_names.index(pending.restart_block)
         return PlaceContext(end=self.now + request.time_limit_s, avoid=avoid, restart_block=restart,
-                            widened=self._widened(pending))
+                            widened=self._widened(pending), block_cap=self._block_cap(pending))
+
+    def _block_cap(self, pending: PendingJob) -> bool:
+        return self.now - pending.queued_at < self.config.topology_cap_wait_s
 
     def _widened(self, pending: PendingJob) -> bool:
         request = pending.request
@@ -440,7 +444,7 @@ class _Cycle:
         """The cached miss of an identical shape, when it still holds (see :meth:`_miss`)."""
         if ctx.avoid or ctx.restart_block is not None:
             return None
-        hit = self._miss_cache.get((pool.flavour, pending.request.shape, ctx.widened))
+        hit = self._miss_cache.get((pool.flavour, pending.request.shape, ctx.widened, ctx.block_cap))
         if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
             return hit[0]
         return None
@@ -450,7 +454,7 @@ class _Cycle:
         (free units only shrink and reservations only grow within a cycle, so a miss stays a miss)."""
         request = pending.request
         cacheable = not ctx.avoid and ctx.restart_block is None
-        key = (pool.flavour, request.shape, ctx.widened)
+        key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap)
         if cacheable:
             hit = self._miss_cache.get(key)
             if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
@@ -503,7 +507,8 @@ class _Cycle:
         waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
                              f"{len(victims)} victim(s) signalled; starts when they exit, by "
                              f"{format_duration(by - self.now)} from now")
-        slot = self.timeline.earliest(request, f, not_before=by, widen_at=self._widen_at(pending))
+        slot = self.timeline.earliest(request, f, not_before=by, widen_at=self._widen_at(pending),
+                                      block_cap=self._block_cap(pending))
         if slot is not None:
             self._hold(request, slot)
             waiting.estimate = slot.start
@@ -563,7 +568,7 @@ class _Cycle:
             return False
         immediate = verdict.reclaim or band is Band.CRITICAL or request.pods == 1
         scavengers_only = mode == "now" and not immediate
-        key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened)
+        key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened, ctx.block_cap)
         if key in self._no_victims:
             return False
         if mode == "now" and self._wait_for_leaving(pending, pool, verdict, ctx, small):
@@ -765,7 +770,7 @@ class _Cycle:
         claims them and waits, as if it had preempted them (the controller need not remember whom a job
         preempted, and two cycles never preempt twice for one job)."""
         request = pending.request
-        key = (pool.flavour, request.shape, ctx.widened, request.team, verdict.reclaim)
+        key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap, request.team, verdict.reclaim)
         if key in self._unsettled or ctx.avoid or ctx.restart_block is not None:
             return False
         leaving, units, borrowed, per_node = self._unclaimed_leaving(pool.flavour)
@@ -936,7 +941,7 @@ class _Cycle:
             if quota_free is None:
                 continue
             slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, self.now),
-                                          widen_at=self._widen_at(pending))
+                                          widen_at=self._widen_at(pending), block_cap=self._block_cap(pending))
             if slot is not None and (best is None or slot.start < best.start):
                 best = slot
         if best is not None:
@@ -955,7 +960,7 @@ class _Cycle:
             if miss.never or verdict.reclaim or miss.reason not in _CAPACITY_REASONS:
                 continue
             slot = self.timeline.earliest(request, f, not_before=self.now, widen_at=self._widen_at(pending),
-                                          avoid=ctx.avoid)
+                                          avoid=ctx.avoid, block_cap=ctx.block_cap)
             if slot is not None and (best is None or (slot.start, index) < (best[0], best[1])):
                 best = (slot.start, index, slot, entry)
         if request.pods > 1 and best is not None:
@@ -1039,7 +1044,8 @@ class _Cycle:
                         continue
                     not_before = max(not_before, quota_free)
                 slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
-                                              widen_at=self._widen_at(waiting.job), best_fit=False)
+                                              widen_at=self._widen_at(waiting.job), best_fit=False,
+                                              block_cap=self._block_cap(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):
                     best = slot
             if reclaim_at is not None and (best is None or reclaim_at <= best.start):

@@ -6,8 +6,10 @@ Rules (DESIGN §3.2, step 3):
   and no-topology jobs try the smallest domain first (node, leaf, block) and may spread over blocks only once
   widened (``preferred`` after ``topology_widen_after_s`` of waiting; no topology at once), then over as few
   blocks as possible. A ``preferred`` gang as large as a block never spans more blocks than the fewest it could
-  ever need (``Pool.max_blocks``: a 256-GPU job stays in one block, a 1,024-GPU job within four), and one that
-  can never fit a single block spreads at once: waiting for one buys nothing.
+  ever need (``Pool.max_blocks``: a 256-GPU job stays in one block, a 1,024-GPU job within four) for
+  ``topology_cap_wait_s`` (2 h) — long enough for moves and reservations to open whole blocks, short of leaving
+  a gang idle for the 48 hours a failed node takes to repair when no whole block is left — and one that can
+  never fit a single block spreads at once: waiting for one buys nothing.
 * **Best fit.** Among the domains that hold the job, the one with the least free capacity that still does, so
   emptier blocks stay whole for the next big job. A single pod goes to the node with the fewest free units
   that fit.
@@ -55,6 +57,9 @@ class PlaceContext:
     widened: bool = True
     ignore_holds: bool = False
     within_block: int | None = None
+    #: A ``preferred`` gang as large as a block keeps to the fewest blocks it could need (``Pool.max_blocks``)
+    #: until it has waited ``topology_cap_wait_s``.
+    block_cap: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +202,7 @@ def _domain_rank(pool: Pool, first: int, small: bool) -> int:
 def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
           spares_first: bool) -> list[tuple[int, int]] | None:
     levels, widen = _levels(request, ctx)
-    limit = pool.max_blocks(request)
+    limit = pool.max_blocks(request) if ctx.block_cap else None
     if limit is not None and limit > 1:
         widen = True                     # it can never fit one block: waiting for one buys nothing
     if ctx.within_block is not None:
@@ -419,7 +424,7 @@ def _topology_message(cap: Capacity, pool: Pool, request: JobRequest, ctx: Place
         level = TopologyLevel.BLOCK
     how = "required" if request.topology_required else "preferred"
     spares = True
-    limit = pool.max_blocks(request)
+    limit = pool.max_blocks(request) if ctx.block_cap else None
     if limit is not None and limit > 1:
         counts = sorted((sum(_podcap(cap, pool, j, request, ctx, spares) for j in nodes)
                          for nodes in pool.blocks.values()), reverse=True)

@@ -197,18 +197,18 @@ class Timeline:
         return entry
 
     def earliest(self, request: JobRequest, flavour: str, *, not_before: float, widen_at: float | None,
-                 avoid: frozenset[int] = frozenset(), best_fit: bool = True) -> Slot | None:
+                 avoid: frozenset[int] = frozenset(), best_fit: bool = True, block_cap: bool = True) -> Slot | None:
         """The earliest slot for ``request`` on ``flavour`` no sooner than ``not_before``; ``None`` if the plan
         never frees enough (unhealthy nodes, a shape larger than any domain). ``widen_at``: when a
         ``preferred`` job may spread over blocks (``None``: never). ``best_fit``: when the job may start
         only later than a unit frees (``not_before``), take the node that frees last by then, not the first
-        (what a reservation does; an estimate alone can skip the scan)."""
+        (what a reservation does; an estimate alone can skip the scan). ``block_cap``: see ``PlaceContext``."""
         pool = self.cap.pools.get(flavour)
         if pool is None or request.units_per_pod > pool.max_cap:
             return None
         if request.pods == 1:
             return self._earliest_single(pool, request, not_before, avoid, best_fit)
-        return self._earliest_gang(pool, request, not_before, widen_at, avoid)
+        return self._earliest_gang(pool, request, not_before, widen_at, avoid, block_cap)
 
     def _units_at(self, pool: Pool, j: int, count: int, start: float) -> tuple[int, ...]:
         """The ``count`` units of node ``j`` a booking from ``start`` takes: among those free by then, the
@@ -301,7 +301,7 @@ class Timeline:
         return None
 
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
-                       avoid: frozenset[int]) -> Slot | None:
+                       avoid: frozenset[int], block_cap: bool) -> Slot | None:
         g, pods = request.units_per_pod, request.pods
         level = request.topology_level
         if level is None or level >= TopologyLevel.CLUSTER:
@@ -311,7 +311,7 @@ class Timeline:
             domain_level = min(level, TopologyLevel.BLOCK)
             spread_at = None if request.topology_required else widen_at
         floor = max(not_before, self.now)
-        limit = pool.max_blocks(request)
+        limit = pool.max_blocks(request) if block_cap else None
         if limit is not None and limit > 1:
             spread_at = self.now             # it can never fit one block: it spreads at once (see placement)
         if (pool.uniform_cap == g and not avoid and domain_level is not None

@@ -211,6 +211,9 @@ class PolicyConfig:
 
     min_run_time_s: float = 1800.0
     topology_widen_after_s: float = 300.0
+    #: How long a ``preferred`` gang as large as a block keeps to the fewest blocks it could need before it may
+    #: spread like any widened job (a failed node takes 48 h to repair; a gang should not idle that long).
+    topology_cap_wait_s: float = 7200.0
     usage_half_life_s: float = 7 * 86400.0
     #: Attained-service thresholds (GPU-seconds) that split short, small work into discrete levels.
     service_levels_gpu_s: tuple[float, ...] = (3600.0, 8 * 3600.0)

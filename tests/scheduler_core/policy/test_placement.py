@@ -76,6 +76,11 @@ CASES = [
          .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
          0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 1000),
                ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+    Case("... until it has waited topology_cap_wait_s (a failed node may keep every block short for days)",
+         lambda: placing_only(busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64)
+                                                    .team("search", h100=64), "b0", [3]), "b1", [3]))
+         .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-7200)).build(),
+         0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 3) + nodes_of("b1", 1)))]),
     Case("a preferred gang larger than any block spreads at once, over the fewest blocks",
          lambda: busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64), "b0", [2, 3])
          .pending(make_job("g").pods(8, 8).preferred("block")).build(),
