@@ -550,8 +550,7 @@ class _Cycle:
                 victims = [v for v in victims if v.scavenger or not v.protected]
             found = sorted(victims, key=lambda v: v.key)
             for v in found:
-                if v.id not in self._spots:
-                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(v.job.placement)]
+                self._note_spots(v)
             self._candidates[key] = found
         return found
 
@@ -656,12 +655,19 @@ class _Cycle:
                     or job.band >= band or job.request.units > oversize
                     or self.now - job.started_at < self.config.migrate_min_run_s):
                 continue
-            v = victim(job, self.now, self.config)
-            if v.id not in self._spots:
-                self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
-            out.append(v)
+            out.append(self._victim(job))
         out.sort(key=lambda v: v.key)
         return out
+
+    def _victim(self, job: RunningJob) -> Victim:
+        """``job`` as a victim candidate, with the units it holds per node noted for the victim search."""
+        v = victim(job, self.now, self.config)
+        self._note_spots(v)
+        return v
+
+    def _note_spots(self, v: Victim) -> None:
+        if v.id not in self._spots:
+            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(v.job.placement)]
 
     def _nominal_room(self, request: JobRequest, flavour: str) -> tuple[Verdict, list[RunningJob]] | None:
         """For a non-preemptible job refused because its team's nominal quota is held by the team's own
@@ -736,10 +742,7 @@ class _Cycle:
                         or is_scavenger(job) or other.units > request.units // 2
                         or self.now - job.started_at < self.config.migrate_min_run_s):
                     continue
-                v = victim(job, self.now, self.config)
-                if v.id not in self._spots:
-                    self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
-                hit.append(v)
+                hit.append(self._victim(job))
             hit.sort(key=lambda v: v.key)
             self._movable_cache[key] = hit
         return hit
@@ -833,9 +836,7 @@ class _Cycle:
 
     def _add_leaving(self, job: RunningJob) -> None:
         assert self._leaving_lists is not None
-        v = victim(job, self.now, self.config)
-        if v.id not in self._spots:
-            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(job.placement)]
+        v = self._victim(job)
         insort(self._leaving_lists.setdefault(job.placement.flavour, []), (self.leaving[v.id], v.id, v))
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
