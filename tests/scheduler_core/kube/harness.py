@@ -71,8 +71,10 @@ def populate(cluster: FakeCluster) -> None:
 def executor_config(shared: Path, **overrides: object) -> KubeExecutorConfig:
     settings = PodSettings(namespace=NAMESPACE, image="python:3.11-slim",
                            shared=SharedVolume("shoal-shared", str(shared)))
+    # A request timeout well above what the fake server needs: on a loaded 2-core CI machine a 2 s timeout
+    # failed one adoption test once (the executor retries, but the test's own deadline is tight).
     values: dict[str, object] = {"pods": settings, "node_lost_after_s": 0.0, "keep_finished_s": 0.0,
-                                 "watch_timeout_s": 5.0, "request_timeout_s": 2.0, "sync_timeout_s": 10.0}
+                                 "watch_timeout_s": 5.0, "request_timeout_s": 10.0, "sync_timeout_s": 10.0}
     values.update(overrides)
     return KubeExecutorConfig(**values)  # type: ignore[arg-type]
 
