@@ -15,10 +15,8 @@ Trials run ``sleep``-like processes: the figure is the scheduler's, not a model'
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +29,7 @@ from typing import Any, TypeVar
 import click
 import httpx
 
-from ..cli.state import executor_dir
+from .child import shoal_up
 from .sweep import sweep_spec
 
 T = TypeVar("T")
@@ -64,74 +62,48 @@ def measure(*, trials: int = 500, window_s: float = 30.0, timeout_s: float = 600
     env = dict(os.environ)
     env.pop("SHOAL_URL", None)
     env.pop("SHOAL_TOKEN", None)
-    cli = [sys.executable, "-m", "scheduler_core.cli.main"]
-    from ..cli.up import command as up_command
-    hub = ["--no-hub"] if any(p.name == "no_hub" for p in up_command.params) else []
-    proc = subprocess.Popen([*cli, "up", "--state-dir", str(state), "--port", "0", *hub], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    output: list[str] = []
-    urls: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            found = re.search(r"API at (http://\S+)", line)
-            if found:
-                urls.append(found.group(1))
-
-    threading.Thread(target=read, daemon=True).start()
     try:
-        _eventually(lambda: urls or proc.poll() is not None, "shoal up to start", 120)
-        if not urls:
-            raise click.ClickException("shoal up did not start:\n" + "".join(output[-20:]))
-        url = urls[0]
-        token = subprocess.run([*cli, "token", "create", "--user", "bench", "--team", "search", "--state-dir",
-                                str(state)], env=env, capture_output=True, text=True, check=True).stdout.strip()
-        headers = {"Authorization": f"Bearer {token}"}
-        body = sweep_spec(trials, command=TRIAL_COMMAND).model_dump(mode="json")
-        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-            started = time.perf_counter()
-            reply = http.post("/v1/sweeps", json=body)
-            post_ms = (time.perf_counter() - started) * 1000
-            reply.raise_for_status()
-            sweep_id = reply.json()["sweep_id"]
+        with shoal_up(state, env=env) as up:
+            return _measure(up.url, state, env, trials, window_s, timeout_s)
+    except RuntimeError as exc:                 # shoal up did not start
+        raise click.ClickException(str(exc)) from None
 
-            def all_submitted() -> dict[str, Any] | None:
-                view: dict[str, Any] = http.get(f"/v1/sweeps/{sweep_id}").json()
-                return view if view["counts"]["not_started"] == 0 else None
 
-            submitted_view = _eventually(all_submitted, f"the controller to submit {trials} trial jobs", timeout_s)
-            submitted_s = time.perf_counter() - started
-            first = http.get("/metrics").text
-            _eventually(lambda: _metric(http.get("/metrics").text, "shoal_cycle_seconds_count")
-                        >= _metric(first, "shoal_cycle_seconds_count") + 3, "three scheduling steps", timeout_s)
-            pause = threading.Event()
-            pause.wait(window_s)   # a measuring window of wall time, not a wait for a condition
-            second = http.get("/metrics").text
-            view = http.get(f"/v1/sweeps/{sweep_id}").json()
-            steps = _metric(second, "shoal_cycle_seconds_count") - _metric(first, "shoal_cycle_seconds_count")
-            seconds = _metric(second, "shoal_cycle_seconds_sum") - _metric(first, "shoal_cycle_seconds_sum")
-            http.post(f"/v1/sweeps/{sweep_id}:cancel")
-        return {
-            "POST /v1/sweeps (500 trials)": f"{post_ms:.0f} ms",
-            "all trial jobs submitted by the controller after": f"{submitted_s:.1f} s",
-            "trials pending / running when measured": f"{view['counts']['pending']} / {view['counts']['running']}",
-            "scheduler steps in the window": f"{steps:.0f} in {window_s:.0f} s",
-            "mean step (snapshot + run_cycle + apply)": f"{1000 * seconds / steps:.1f} ms" if steps else "-",
-            "pending right after submission": str(submitted_view["counts"]["pending"]),
-        }
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for pod in (executor_dir(state) / "pods").glob("*/*/rank-*/pod.json"):
-            pid = json.loads(pod.read_text()).get("pid", 0)
-            if pid:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+def _measure(url: str, state: Path, env: dict[str, str], trials: int, window_s: float,
+             timeout_s: float) -> dict[str, Any]:
+    cli = [sys.executable, "-m", "scheduler_core.cli.main"]
+    token = subprocess.run([*cli, "token", "create", "--user", "bench", "--team", "search", "--state-dir",
+                            str(state)], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    body = sweep_spec(trials, command=TRIAL_COMMAND).model_dump(mode="json")
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+        started = time.perf_counter()
+        reply = http.post("/v1/sweeps", json=body)
+        post_ms = (time.perf_counter() - started) * 1000
+        reply.raise_for_status()
+        sweep_id = reply.json()["sweep_id"]
+
+        def all_submitted() -> dict[str, Any] | None:
+            view: dict[str, Any] = http.get(f"/v1/sweeps/{sweep_id}").json()
+            return view if view["counts"]["not_started"] == 0 else None
+
+        submitted_view = _eventually(all_submitted, f"the controller to submit {trials} trial jobs", timeout_s)
+        submitted_s = time.perf_counter() - started
+        first = http.get("/metrics").text
+        _eventually(lambda: _metric(http.get("/metrics").text, "shoal_cycle_seconds_count")
+                    >= _metric(first, "shoal_cycle_seconds_count") + 3, "three scheduling steps", timeout_s)
+        pause = threading.Event()
+        pause.wait(window_s)   # a measuring window of wall time, not a wait for a condition
+        second = http.get("/metrics").text
+        view = http.get(f"/v1/sweeps/{sweep_id}").json()
+        steps = _metric(second, "shoal_cycle_seconds_count") - _metric(first, "shoal_cycle_seconds_count")
+        seconds = _metric(second, "shoal_cycle_seconds_sum") - _metric(first, "shoal_cycle_seconds_sum")
+        http.post(f"/v1/sweeps/{sweep_id}:cancel")
+    return {
+        "POST /v1/sweeps (500 trials)": f"{post_ms:.0f} ms",
+        "all trial jobs submitted by the controller after": f"{submitted_s:.1f} s",
+        "trials pending / running when measured": f"{view['counts']['pending']} / {view['counts']['running']}",
+        "scheduler steps in the window": f"{steps:.0f} in {window_s:.0f} s",
+        "mean step (snapshot + run_cycle + apply)": f"{1000 * seconds / steps:.1f} ms" if steps else "-",
+        "pending right after submission": str(submitted_view["counts"]["pending"]),
+    }

@@ -10,10 +10,7 @@ up-to-date install. Nothing else is stubbed.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from scheduler_core.bench.child import shoal_up
 from scheduler_core.cli.state import executor_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,13 +84,6 @@ def _entry_point_shim(where: Path) -> Path | None:
     return where
 
 
-def no_hub() -> list[str]:
-    """``--no-hub`` where ``shoal up`` starts JupyterHub by default: these tests need the scheduler only."""
-    from scheduler_core.cli.up import command
-
-    return ["--no-hub"] if any(p.name == "no_hub" for p in command.params) else []
-
-
 def start_up(tmp: Path, *extra: str) -> Iterator[Up]:
     state = tmp / "state"
     paths = [str(ROOT)]
@@ -103,39 +94,7 @@ def start_up(tmp: Path, *extra: str) -> Iterator[Up]:
            "SHOAL_SWEEPS_INTERVAL": "0.25"}
     for name in ("SHOAL_URL", "SHOAL_TOKEN", "SHOAL_SWEEPS_STORAGE", "SHOAL_DISABLE_SERVICES"):
         env.pop(name, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler_core.cli.main", "up", "--state-dir", str(state), "--port", "0",
-         "--tick", "0.5", *no_hub(), *extra],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    output: list[str] = []
-    urls: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            found = re.search(r"API at (http://\S+)", line)
-            if found:
-                urls.append(found.group(1))
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        eventually(lambda: urls or proc.poll() is not None, "shoal up to announce its URL", 120, output)
-        assert urls, "".join(output)
-        eventually(lambda: any("sweeps: controller started" in line for line in output),
-                   "the sweep controller to start inside shoal up", 60, output)
-        yield Up(proc, state, urls[0], env, output)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for pod in (executor_dir(state) / "pods").glob("*/*/rank-*/pod.json"):
-            pid = json.loads(pod.read_text()).get("pid", 0)
-            if pid:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+    with shoal_up(state, "--tick", "0.5", *extra, env=env, cwd=ROOT) as up:
+        eventually(lambda: any("sweeps: controller started" in line for line in up.output),
+                   "the sweep controller to start inside shoal up", 60, up.output)
+        yield Up(up.proc, state, up.url, env, up.output)
