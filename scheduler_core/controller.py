@@ -280,7 +280,7 @@ class Controller:
     # -- (3) snapshot --------------------------------------------------------------------------------------------
     def _build(self, now: float, pending: Iterable[JobRecord], running: Iterable[JobRecord]) -> Snapshot:
         return self._builder.build(nodes=self.store.list_nodes(), teams=self.store.list_teams(), pending=pending,
-                                   running=running, decayed_usage=self._ledger.decayed(now))
+                                   running=running, decayed_usage=self._ledger.decayed(now), now=now)
 
     # -- (4)/(5) decisions ---------------------------------------------------------------------------------------
     def _apply(self, result: CycleResult, now: float, holding: dict[str, JobRecord],
@@ -329,7 +329,7 @@ class Controller:
                 report.requeued.append(admit.job_id)
         self._note_reservations(result, now)
         waits = [(w.job_id, w.reason, w.message, w.position, w.estimated_start) for w in result.waits]
-        self.store.set_waits(waits)
+        self.store.set_waits(waits, now)
         report.waits = len(waits)
         for wait in result.waits:
             record = pending.get(wait.job_id)

@@ -1,8 +1,9 @@
 """``shoal up`` in a child process, for benches and tests that measure it from outside.
 
-Started on a fresh state directory and a free port (``--port 0``), without JupyterHub; ready once it prints
-``API at <url>``. On leaving, it gets SIGINT (a minute to stop, then SIGKILL), and the pods its local executor
-left behind are killed by their process groups, so no trial outlives the run.
+Started on a fresh state directory and a free port (``--port 0``), without JupyterHub unless asked for; ready once
+it prints ``API at <url>`` (with the hub, after the hub answers). On leaving, it gets SIGINT (a minute to stop, then
+SIGKILL; it stops its hub itself), and the pods its local executor left behind are killed by their process groups,
+so no trial outlives the run.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ..cli.state import executor_dir
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -41,12 +46,13 @@ def no_hub() -> list[str]:
 
 @contextmanager
 def shoal_up(state: Path, *extra: str, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-             timeout_s: float = 120.0) -> Iterator[ShoalUp]:
-    """Run ``shoal up --state-dir STATE --port 0 [--no-hub] EXTRA…`` until the block ends. Raises
-    ``RuntimeError`` with the tail of its output if it exits or stays silent for ``timeout_s``."""
+             timeout_s: float = 120.0, hub: bool = False) -> Iterator[ShoalUp]:
+    """Run ``shoal up --state-dir STATE --port 0 [--no-hub] EXTRA…`` until the block ends (``hub``: with its
+    JupyterHub, configured by the ``--hub-…`` options in ``EXTRA``). Raises ``RuntimeError`` with the tail of its
+    output if it exits or stays silent for ``timeout_s``. Once the block has ended, ``output`` holds all it printed."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler_core.cli.main", "up", "--state-dir", str(state), "--port", "0",
-         *no_hub(), *extra],
+         *([] if hub else no_hub()), *extra],
         env=dict(env if env is not None else os.environ), cwd=cwd, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
     output: list[str] = []
@@ -63,7 +69,8 @@ def shoal_up(state: Path, *extra: str, env: Mapping[str, str] | None = None, cwd
                 announced.set()
         announced.set()                     # it exited: nothing more will come
 
-    threading.Thread(target=read, daemon=True).start()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         announced.wait(timeout_s)
         if not urls:
@@ -73,6 +80,24 @@ def shoal_up(state: Path, *extra: str, env: Mapping[str, str] | None = None, cwd
     finally:
         stop(proc)
         kill_pods(state)
+        reader.join(10)                     # the last lines it printed, for whoever keeps its log
+
+
+def eventually(check: Callable[[], T | None], what: str, timeout: float = 90.0,
+               output: list[str] | None = None) -> T:
+    """Poll ``check`` until it returns something truthy; ``TimeoutError`` naming ``what`` (with the end of
+    ``output``, what ``shoal up`` printed) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            tail = "".join((output or [])[-40:])
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}"
+                               + (f"; shoal up said:\n{tail}" if tail else ""))
+        pause.wait(0.2)
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

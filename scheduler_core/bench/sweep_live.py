@@ -22,30 +22,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 import httpx
 
-from .child import shoal_up
+from .child import eventually, shoal_up
 from .sweep import sweep_spec
 
-T = TypeVar("T")
 TRIAL_COMMAND = ("python", "-c", "import time; time.sleep(3600)")
-
-
-def _eventually(check: Callable[[], T | None], what: str, timeout: float) -> T:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise click.ClickException(f"timed out after {timeout:g} s waiting for {what}")
-        pause.wait(0.2)
 
 
 def _metric(text: str, name: str) -> float:
@@ -65,7 +51,7 @@ def measure(*, trials: int = 500, window_s: float = 30.0, timeout_s: float = 600
     try:
         with shoal_up(state, env=env) as up:
             return _measure(up.url, state, env, trials, window_s, timeout_s)
-    except RuntimeError as exc:                 # shoal up did not start
+    except (RuntimeError, TimeoutError) as exc:     # shoal up did not start, or the sweep did not
         raise click.ClickException(str(exc)) from None
 
 
@@ -87,10 +73,10 @@ def _measure(url: str, state: Path, env: dict[str, str], trials: int, window_s: 
             view: dict[str, Any] = http.get(f"/v1/sweeps/{sweep_id}").json()
             return view if view["counts"]["not_started"] == 0 else None
 
-        submitted_view = _eventually(all_submitted, f"the controller to submit {trials} trial jobs", timeout_s)
+        submitted_view = eventually(all_submitted, f"the controller to submit {trials} trial jobs", timeout_s)
         submitted_s = time.perf_counter() - started
         first = http.get("/metrics").text
-        _eventually(lambda: _metric(http.get("/metrics").text, "shoal_cycle_seconds_count")
+        eventually(lambda: _metric(http.get("/metrics").text, "shoal_cycle_seconds_count")
                     >= _metric(first, "shoal_cycle_seconds_count") + 3, "three scheduling steps", timeout_s)
         pause = threading.Event()
         pause.wait(window_s)   # a measuring window of wall time, not a wait for a condition

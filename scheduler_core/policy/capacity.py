@@ -92,6 +92,11 @@ class Pool:
             return None
         return -(-request.pods // per_block)
 
+    def block_limit(self, request: JobRequest, extra: int | None) -> int | None:
+        """``max_blocks`` plus ``extra`` blocks (``PlaceContext.block_cap``); ``None``: no limit."""
+        fewest = self.max_blocks(request)
+        return None if fewest is None or extra is None else fewest + extra
+
     def recount(self) -> None:
         """Rebuild every aggregate from the masks (once, after the running jobs are laid down)."""
         self.free = free_list = [mask.bit_count() for mask in self.mask]

@@ -149,6 +149,7 @@ class _Cycle:
         self.blocked_reservations = 0
         self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
         self._no_victims: set[tuple[object, ...]] = set()
+        self._compact_reach: dict[str, int] = {}
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
         #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
@@ -423,8 +424,40 @@ class _Cycle:
         return PlaceContext(end=self.now + request.time_limit_s, avoid=avoid, restart_block=restart,
                             widened=self._widened(pending), block_cap=self._block_cap(pending))
 
-    def _block_cap(self, pending: PendingJob) -> bool:
-        return self.now - pending.queued_at < self.config.topology_cap_wait_s
+    def _block_cap(self, pending: PendingJob) -> int | None:
+        """How many blocks beyond the fewest a block-sized ``preferred`` gang may take (``PlaceContext``): none
+        for ``topology_cap_wait_s`` from ``PendingJob.block_cap_since`` while that compact shape is in reach by
+        then, one while it is not, any once the window has passed."""
+        if self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
+            return None
+        extra = self._compact_reach.get(pending.request.id)
+        if extra is None:
+            extra = self._compact_reach[pending.request.id] = 0 if self._compact_in_reach(pending) else 1
+        return extra
+
+    def _compact_in_reach(self, pending: PendingJob) -> bool:
+        """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this
+        cycle first sees it) starts after its window ends: the failed node keeps one of its blocks short for
+        days once the block's spare is taken, so waiting would only idle its GPUs; it may take one block more.
+        Other gangs keep their window whatever the plan says: moving jobs and reservations often open whole
+        blocks sooner than time limits predict, and a one-block gang has no block to spare."""
+        request = pending.request
+        if pending.restart_block is None:
+            return True
+        deadline = pending.block_cap_since + self.config.topology_cap_wait_s
+        avoid = frozenset(self.cap.index[n] for n in pending.avoid_nodes if n in self.cap.index)
+        for flavour in request.flavours:
+            pool = self.cap.pools.get(flavour)
+            if pool is None:
+                continue
+            fewest = pool.max_blocks(request)
+            if fewest is None or fewest < 2:
+                return True
+            slot = self.timeline.earliest(request, flavour, not_before=self.now, widen_at=None, avoid=avoid,
+                                          block_cap=0)
+            if slot is not None and slot.start <= deadline:
+                return True
+        return False
 
     def _widened(self, pending: PendingJob) -> bool:
         request = pending.request

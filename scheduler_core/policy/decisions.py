@@ -20,6 +20,12 @@ class Reason(StrEnum):
     NODE_UNHEALTHY = "NodeUnhealthy"              # the units it could use are on unhealthy nodes
     INVALID_FLAVOUR = "InvalidFlavour"            # no listed flavour exists in this cluster / team has no quota
 
+    @property
+    def is_quota(self) -> bool:
+        """The job waits for quota (its team's or the cohort's), not for room on the nodes: its block cap's
+        window (``PendingJob.room_wait_since``) has not started while it has waited only for this."""
+        return self in (Reason.QUOTA_FULL, Reason.COHORT_FULL, Reason.INVALID_FLAVOUR)
+
 
 class PreemptReason(StrEnum):
     RECLAIM = "Reclaim"              # a lender takes back its nominal quota from a borrower

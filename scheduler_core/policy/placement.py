@@ -58,8 +58,8 @@ class PlaceContext:
     ignore_holds: bool = False
     within_block: int | None = None
     #: A ``preferred`` gang as large as a block keeps to the fewest blocks it could need (``Pool.max_blocks``)
-    #: until it has waited ``topology_cap_wait_s``.
-    block_cap: bool = True
+    #: plus this many; ``None``: no cap (it has waited ``topology_cap_wait_s``).
+    block_cap: int | None = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +202,7 @@ def _domain_rank(pool: Pool, first: int, small: bool) -> int:
 def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
           spares_first: bool) -> list[tuple[int, int]] | None:
     levels, widen = _levels(request, ctx)
-    limit = pool.max_blocks(request) if ctx.block_cap else None
+    limit = pool.block_limit(request, ctx.block_cap)
     if limit is not None and limit > 1:
         widen = True                     # it can never fit one block: waiting for one buys nothing
     if ctx.within_block is not None:
@@ -424,7 +424,7 @@ def _topology_message(cap: Capacity, pool: Pool, request: JobRequest, ctx: Place
         level = TopologyLevel.BLOCK
     how = "required" if request.topology_required else "preferred"
     spares = True
-    limit = pool.max_blocks(request) if ctx.block_cap else None
+    limit = pool.block_limit(request, ctx.block_cap)
     if limit is not None and limit > 1:
         counts = sorted((sum(_podcap(cap, pool, j, request, ctx, spares) for j in nodes)
                          for nodes in pool.blocks.values()), reverse=True)

@@ -197,7 +197,7 @@ class Timeline:
         return entry
 
     def earliest(self, request: JobRequest, flavour: str, *, not_before: float, widen_at: float | None,
-                 avoid: frozenset[int] = frozenset(), best_fit: bool = True, block_cap: bool = True) -> Slot | None:
+                 avoid: frozenset[int] = frozenset(), best_fit: bool = True, block_cap: int | None = 0) -> Slot | None:
         """The earliest slot for ``request`` on ``flavour`` no sooner than ``not_before``; ``None`` if the plan
         never frees enough (unhealthy nodes, a shape larger than any domain). ``widen_at``: when a
         ``preferred`` job may spread over blocks (``None``: never). ``best_fit``: when the job may start
@@ -301,7 +301,7 @@ class Timeline:
         return None
 
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
-                       avoid: frozenset[int], block_cap: bool) -> Slot | None:
+                       avoid: frozenset[int], block_cap: int | None) -> Slot | None:
         g, pods = request.units_per_pod, request.pods
         level = request.topology_level
         if level is None or level >= TopologyLevel.CLUSTER:
@@ -311,7 +311,7 @@ class Timeline:
             domain_level = min(level, TopologyLevel.BLOCK)
             spread_at = None if request.topology_required else widen_at
         floor = max(not_before, self.now)
-        limit = pool.max_blocks(request) if block_cap else None
+        limit = pool.block_limit(request, block_cap)
         if limit is not None and limit > 1:
             spread_at = self.now             # it can never fit one block: it spreads at once (see placement)
         if (pool.uniform_cap == g and not avoid and domain_level is not None

@@ -51,11 +51,14 @@ class SnapshotBuilder:
         self._running.pop(job_id, None)
 
     def build(self, *, nodes: Iterable[NodeRecord], teams: Iterable[TeamConfig], pending: Iterable[JobRecord],
-              running: Iterable[JobRecord], decayed_usage: Mapping[str, Mapping[str, float]]) -> Snapshot:
+              running: Iterable[JobRecord], decayed_usage: Mapping[str, Mapping[str, float]],
+              now: float | None = None) -> Snapshot:
+        """``now`` starts the topology clocks of jobs whose latest wait was for quota (see ``PendingJob``);
+        without it they run from ``queued_at``."""
         return Snapshot(
             nodes=tuple(self._node_state(record) for record in nodes),
             teams={team.name: TeamState.from_config(team, decayed_usage.get(team.name)) for team in teams},
-            pending=tuple(self._pending_job(record) for record in pending),
+            pending=tuple(self._pending_job(record, now) for record in pending),
             running=tuple(self._running_job(record) for record in running),
             config=self.config,
         )
@@ -68,15 +71,19 @@ class SnapshotBuilder:
         self._node_states[record.node.name] = (record.node, state)
         return state
 
-    def _pending_job(self, record: JobRecord) -> PendingJob:
+    def _pending_job(self, record: JobRecord, now: float | None) -> PendingJob:
+        room_wait_since = record.room_wait_since
+        if room_wait_since is None and record.wait_reason is not None and record.wait_reason.is_quota:
+            room_wait_since = now
         key = (record.queued_at, record.front_of_queue, record.attained_gpu_s, record.restart_block,
-               record.avoid_nodes)
+               record.avoid_nodes, room_wait_since)
         cached = self._pending.get(record.id)
         if cached is not None and cached[0] == key:
             return cached[1]
         job = PendingJob(request=self.request(record), queued_at=record.queued_at,
                          front_of_queue=record.front_of_queue, attained_gpu_s=record.attained_gpu_s,
-                         restart_block=record.restart_block, avoid_nodes=record.avoid_nodes)
+                         restart_block=record.restart_block, avoid_nodes=record.avoid_nodes,
+                         room_wait_since=room_wait_since)
         self._pending[record.id] = (key, job)
         return job
 

@@ -17,6 +17,7 @@ from .compare import comparison_markdown, write_comparison
 from .engine import POLICIES, SimConfig, simulate
 from .metrics import summarise
 from .report import markdown, write_report
+from .waste import explain, explain_markdown
 from .workloads.csvtrace import load_csv
 from .workloads.scaling import scale_to_load
 from .workloads.tuesday import busy_tuesday
@@ -84,12 +85,15 @@ def load_workload(workload: str, cluster: str, teams: str | None, seed: int, loa
 @click.option("--repair-hours", type=float, default=48.0, show_default=True, help="How long a failed node is out.")
 @click.option("--horizon-days", type=float, default=30.0, show_default=True,
               help="Stop this many days after the last submission even if jobs remain.")
+@click.option("--explain-waste", "explain_waste", is_flag=True,
+              help="Also list the 20 waiting jobs the idle GPUs waited on most (JSON: idle_gpu_hours_by_job).")
 @click.option("--tick", "tick_s", type=float, default=10.0, show_default=True,
               help="Scheduler tick in virtual seconds: the controller steps at most once per tick (the live loop's "
                    "is 10 s; a longer one replays long traces faster, adding up to a tick to each wait).")
 def command(workload: str, cluster: str, teams: str | None, policy: str, seed: int, load: float | None,
             as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
-            gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, tick_s: float) -> None:
+            gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, explain_waste: bool,
+            tick_s: float) -> None:
     """Replay a workload through a policy in virtual time, on the real controller, and measure it."""
     if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0 or not 1 <= tick_s <= 3600:
         raise click.UsageError("--gpu-hours-per-failure and --horizon-days must be positive, --repair-hours not "
@@ -114,9 +118,15 @@ def command(workload: str, cluster: str, teams: str | None, policy: str, seed: i
         if not as_json:
             click.echo(f"comparison: {path}", err=True)
     summaries = [summarise(record) for record in records]
+    if explain_waste:
+        for summary, record in zip(summaries, records):
+            summary["idle_gpu_hours_by_job"] = explain(record)
     if as_json:
         click.echo(json.dumps(summaries[0] if policy != "all" else {s["policy"]: s for s in summaries}))
     elif policy == "all":
         click.echo(comparison_markdown(summaries))
     else:
         click.echo(markdown(summaries[0]).split("\n![")[0].rstrip())
+    if explain_waste and not as_json:
+        for record in records:
+            click.echo(f"\n{record.policy}: {explain_markdown(record)}")

@@ -17,19 +17,20 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..controller import Controller, ControllerConfig
 from ..executor.sim import SimExecutor
 from ..model.cluster import Health, Node
 from ..model.flavours import FLAVOURS
 from ..policy.types import Policy
-from ..policy.decisions import CycleResult, Reason
+from ..policy.decisions import CycleResult, Reason, Wait
 from .baselines import BASELINES
 from ..policy.cadence import PlanEvery, SkipWhenIdle
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
 from .recorder import RecordingStore
 from .records import RunRecord, Series
+from .waste import WasteLedger
 from .workloads.types import Workload
 
 POLICIES = ("shoal", "fifo", "kueue", "easy")
@@ -108,6 +109,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     fitting_wait_s: dict[str, float] = {}
     preempt_reasons: dict[str, int] = {}
     blocked: set[str] | None = None
+    waste = WasteLedger({f: FLAVOURS[f].units_per_gpu for f in store.flavours})
     while next_job < len(jobs) or store.measured_open > 0:
         keepalive = last_step + idle_gap if store.pending_count > 0 else math.inf
         while timers and timers[0] <= last_step:
@@ -156,7 +158,10 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         if blocked is not None and last_step >= workload.window[0]:
             for key in blocked:
                 fitting_wait_s[key] = fitting_wait_s.get(key, 0.0) + at - last_step
-        blocked = _fitting_reasons(store, state, step.cycle)
+            waste.charge(at - last_step)
+        fitting = _fitting_waits(store, state, step.cycle)
+        blocked = {f"{flavour}/{wait.reason.value}" for flavour, waits in fitting.items() for wait in waits}
+        waste.open(fitting, {f: healthy - allocated for f, (allocated, healthy, _) in state.items()})
         series.add(at, store.pending_count, store.holding_count, {
             f: (allocated, healthy, fitting, any(key.startswith(f + "/") and key.split("/", 1)[1] in ADMISSIBLE
                                                  for key in blocked))
@@ -171,7 +176,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         workload=workload.name, policy=name, seed=config.seed, window=workload.window, end=end, quotas=quotas,
         units_per_gpu={f: FLAVOURS[f].units_per_gpu for f in store.flavours}, block_gpus=block_gpus(nodes),
         jobs=logs, series=series, fitting_wait_s=fitting_wait_s, preempt_reasons=preempt_reasons,
-        node_failures=node_failures, cycles=cycles,
+        node_failures=node_failures, cycles=cycles, waste=waste,
         wall_s=time.perf_counter() - started, notes=workload.notes)
 
 
@@ -181,12 +186,13 @@ ADMISSIBLE = frozenset({Reason.WAITING_FOR_CAPACITY.value, Reason.WAITING_FOR_TO
                         Reason.NODE_UNHEALTHY.value})
 
 
-def _fitting_reasons(store: RecordingStore, state: dict[str, tuple[int, int, bool]],
-                     cycle: CycleResult | None) -> set[str]:
-    """``flavour/reason`` of every pending job that would fit its first flavour's idle units by count."""
+def _fitting_waits(store: RecordingStore, state: dict[str, tuple[int, int, bool]],
+                   cycle: CycleResult | None) -> dict[str, list[Wait]]:
+    """Per flavour, the waits of the pending jobs that would fit its idle units by count (their first flavour),
+    named by their workload ids."""
     if cycle is None or not any(fitting for _, _, fitting in state.values()):
-        return set()
-    found: set[str] = set()
+        return {}
+    found: dict[str, list[Wait]] = {}
     for wait in cycle.waits:
         job = store.workload_jobs.get(wait.job_id)
         if job is None:
@@ -194,7 +200,7 @@ def _fitting_reasons(store: RecordingStore, state: dict[str, tuple[int, int, boo
         flavour = job.spec.flavour[0]
         allocated, healthy, fitting = state[flavour]
         if fitting and job.units <= healthy - allocated:
-            found.add(f"{flavour}/{wait.reason.value}")
+            found.setdefault(flavour, []).append(replace(wait, job_id=job.id))
     return found
 
 

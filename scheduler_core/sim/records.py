@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .waste import WasteLedger
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -131,3 +133,5 @@ class RunRecord:
     cycles: int = 0
     wall_s: float = 0.0
     notes: tuple[str, ...] = ()
+    #: The idle GPUs of the fitting waits, shared among the jobs that waited (``--explain-waste``).
+    waste: WasteLedger | None = None

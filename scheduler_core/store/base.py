@@ -104,8 +104,10 @@ class Store(ABC):
         the record. ``Conflict`` if the job holds no units or ``state`` is one that holds units."""
 
     @abstractmethod
-    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]]) -> None:
-        """Record each pending job's (job_id, reason, message, position, estimated_start) from the latest cycle.
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float) -> None:
+        """Record each pending job's (job_id, reason, message, position, estimated_start) from the cycle at
+        ``now``. The first wait for room (``not reason.is_quota``) since the job was queued sets ``room_wait_since``
+        to ``now``; later waits of any kind keep it; binding the job clears it.
         An unknown id is ``NotFound`` (nothing written); a job no longer pending is skipped."""
 
     @abstractmethod

@@ -74,6 +74,9 @@ class JobRecord:
     restart_block: str | None = None
     avoid_nodes: frozenset[str] = frozenset()
     wait_reason: Reason | None = None
+    #: When the job first waited for room (any ``wait_reason`` but a quota one) since it entered the queue;
+    #: ``None`` until then.
+    room_wait_since: float | None = None
     wait_message: str = ""
     queue_position: int | None = None
     estimated_start: float | None = None
@@ -86,6 +89,15 @@ class JobRecord:
     @property
     def team(self) -> str:
         return self.spec.team
+
+
+def room_wait_since(previous: float | None, reason: Reason, now: float) -> float | None:
+    """The rule both stores apply to ``JobRecord.room_wait_since`` when a cycle at ``now`` says ``reason``: set
+    at the first wait for room, kept through later quota waits (a reason that flips with the cycle's
+    reservations must not restart the clock)."""
+    if previous is not None or reason.is_quota:
+        return previous
+    return now
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.shoal_up import Up, child_env, started
 
 from .stack import ROOT, GaveUp, Hub, free_port, wait_for
 
@@ -62,18 +62,7 @@ class Stack:
     shoal_admin_token: str
     state_dir: Path
     output: Path
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def shoal(self, *args: str) -> str:
-        """Run the ``shoal`` CLI against this installation."""
-        done = subprocess.run([sys.executable, "-m", "scheduler_core.cli.main", *args], capture_output=True,
-                              text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                                          "SHOAL_STATE_DIR": str(self.state_dir),
-                                                          "SHOAL_URL": self.shoal_url,
-                                                          "SHOAL_TOKEN": self.shoal_admin_token})
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+    up: Up
 
 
 @pytest.fixture(scope="session")
@@ -92,47 +81,34 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "c.JupyterHub.load_roles.append({'name': 'test-admin', 'services': ['test-admin'], 'scopes': ["
         "'admin:users', 'admin:servers', 'access:servers', 'admin:server_state', 'list:users', 'read:servers', "
         "'read:users', 'read:users:activity', 'delete:servers', 'tokens']})\n")
-    port, hub_port, proxy_port, api_port = free_port(), free_port(), free_port(), free_port()
+    port, hub_port, proxy_port = free_port(), free_port(), free_port()
     state = tmp / "state"
-    log = tmp / "shoal-up.log"
-    env = {**os.environ, "PATH": _chp_path(), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler_core.cli.main", "up", "--cluster", str(tmp / "cluster.yaml"),
-         "--teams", str(tmp / "teams.yaml"), "--state-dir", str(state), "--port", str(api_port),
-         "--hub-url", f"http://127.0.0.1:{port}", "--hub-api-port", str(hub_port),
-         "--hub-proxy-api-port", str(proxy_port), "--hub-users", str(tmp / "users.yaml"),
-         "--hub-password", PASSWORD, "--hub-extra-config", str(tmp / "hub_extra.py")],
-        cwd=tmp, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    hub = Hub(url=f"http://127.0.0.1:{port}", api=f"http://127.0.0.1:{port}/hub/api", token=token,
-              state=state / "hub", proc=proc, log=log)
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise GaveUp(f"shoal up exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        return hub.http.get(f"{hub.api}/users").status_code == 200
-
     output = ROOT / "test-output" / "hub"
     output.mkdir(parents=True, exist_ok=True)
+    printed: list[str] = []
     try:
-        wait_for(up, timeout=120, what="shoal up's JupyterHub", interval=0.3)
-        shoal_url = f"http://127.0.0.1:{api_port}"
-        admin = subprocess.run(
-            [sys.executable, "-m", "scheduler_core.cli.main", "token", "create", "--user", "test-reaper",
-             "--team", "fraud-ml", "--admin", "--state-dir", str(state)],
-            capture_output=True, text=True, timeout=60, env=env)
-        assert admin.returncode == 0, admin.stderr
-        yield Stack(hub=hub, shoal_url=shoal_url, shoal_admin_token=admin.stdout.strip(), state_dir=state,
-                    output=output, proc=proc, log=log)
-    finally:
-        hub.http.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+        with started(state, "--cluster", str(tmp / "cluster.yaml"), "--teams", str(tmp / "teams.yaml"),
+                     "--hub-url", f"http://127.0.0.1:{port}", "--hub-api-port", str(hub_port),
+                     "--hub-proxy-api-port", str(proxy_port), "--hub-users", str(tmp / "users.yaml"),
+                     "--hub-password", PASSWORD, "--hub-extra-config", str(tmp / "hub_extra.py"),
+                     env=child_env(PATH=_chp_path()), cwd=tmp, hub=True) as up:
+            printed = up.output
+            hub = Hub(url=f"http://127.0.0.1:{port}", api=f"http://127.0.0.1:{port}/hub/api", token=token,
+                      state=state / "hub", proc=up.proc, log=state / "hub" / "jupyterhub.log")
+
+            def ready() -> bool:
+                if up.proc.poll() is not None:
+                    raise GaveUp(f"shoal up exited ({up.proc.returncode}):\n{up.tail(100)}")
+                return hub.http.get(f"{hub.api}/users").status_code == 200
+
             try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        shutil.copy(log, output / "shoal-up.log")
+                wait_for(ready, timeout=120, what="shoal up's JupyterHub", interval=0.3)
+                admin = up.token("test-reaper", "fraud-ml", admin=True)
+                yield Stack(hub=hub, shoal_url=up.url, shoal_admin_token=admin, state_dir=state, output=output, up=up)
+            finally:
+                hub.http.close()
+    finally:
+        (output / "shoal-up.log").write_text("".join(printed))
         hub_log = state / "hub" / "jupyterhub.log"
         if hub_log.exists():
             shutil.copy(hub_log, output / "jupyterhub.log")

@@ -8,11 +8,7 @@ until JupyterLab has drawn itself. Not a test (tests never assert timings): the 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +17,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from scheduler_core.bench.child import shoal_up  # noqa: E402
+from tests.browser import launch_chromium  # noqa: E402
 from tests.hub_spawner.stack import free_port, wait_for  # noqa: E402
 
 PASSWORD = "measure"
@@ -33,45 +31,38 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     tmp = Path(tempfile.mkdtemp(prefix="shoal-measure-"))
-    port, api = free_port(), free_port()
-    hub_url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler_core.cli.main", "up", "--state-dir", str(tmp / "state"),
-         "--port", str(api), "--hub-url", hub_url, "--hub-api-port", str(free_port()),
-         "--hub-proxy-api-port", str(free_port()), "--hub-password", PASSWORD],
-        stdout=(tmp / "up.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    hub_url = f"http://127.0.0.1:{free_port()}"
     handover: list[float] = []
     drawn: list[float] = []
+    printed: list[str] = []
     try:
-        wait_for(lambda: httpx.get(f"{hub_url}/hub/login", timeout=2).status_code == 200, timeout=120,
-                 what="shoal up", interval=0.3)
-        users = ["alice", "bob", "carol", "dave", "erin"][: args.runs]
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                                                 args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-            for user in users:
-                page = browser.new_context().new_page()
-                page.goto(f"{hub_url}/hub/login")
-                page.fill("#username_input", user)
-                page.fill("#password_input", PASSWORD)
-                page.click("#login_submit")
-                page.wait_for_selector("#shoal-profiles")
-                started = time.monotonic()
-                page.click("input[type=submit], button[type=submit]")
-                page.wait_for_url(f"**/user/{user}/**", timeout=120_000)
-                handover.append(time.monotonic() - started)
-                page.wait_for_selector(".jp-LabShell", timeout=120_000)
-                drawn.append(time.monotonic() - started)
-                print(f"{user}: server handed over after {handover[-1]:.1f} s, JupyterLab drawn after "
-                      f"{drawn[-1]:.1f} s")
-                page.context.close()
-            browser.close()
+        with shoal_up(tmp / "state", "--hub-url", hub_url, "--hub-api-port", str(free_port()), "--hub-proxy-api-port",
+                      str(free_port()), "--hub-password", PASSWORD, hub=True) as up:
+            printed = up.output
+            wait_for(lambda: httpx.get(f"{hub_url}/hub/login", timeout=2).status_code == 200, timeout=120,
+                     what="shoal up", interval=0.3)
+            users = ["alice", "bob", "carol", "dave", "erin"][: args.runs]
+            with sync_playwright() as playwright:
+                browser = launch_chromium(playwright)
+                for user in users:
+                    page = browser.new_context().new_page()
+                    page.goto(f"{hub_url}/hub/login")
+                    page.fill("#username_input", user)
+                    page.fill("#password_input", PASSWORD)
+                    page.click("#login_submit")
+                    page.wait_for_selector("#shoal-profiles")
+                    started = time.monotonic()
+                    page.click("input[type=submit], button[type=submit]")
+                    page.wait_for_url(f"**/user/{user}/**", timeout=120_000)
+                    handover.append(time.monotonic() - started)
+                    page.wait_for_selector(".jp-LabShell", timeout=120_000)
+                    drawn.append(time.monotonic() - started)
+                    print(f"{user}: server handed over after {handover[-1]:.1f} s, JupyterLab drawn after "
+                          f"{drawn[-1]:.1f} s")
+                    page.context.close()
+                browser.close()
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        (tmp / "up.log").write_text("".join(printed))
     if drawn:
         print(f"median: handed over {statistics.median(handover):.1f} s, JupyterLab drawn "
               f"{statistics.median(drawn):.1f} s (runs: {len(drawn)})")

@@ -67,7 +67,7 @@ class Hub:
     api: str
     token: str
     state: Path
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[Any]   # its own process, or the ``shoal up`` that started it
     log: Path
     http: httpx.Client = field(init=False)
 

@@ -3,45 +3,32 @@ spawn page wait for a slice, land in JupyterLab. A screenshot of each step goes 
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, OUTPUT, chromium_page, shot
+
 from .conftest import PASSWORD, Stack
-from .stack import ROOT, wait_for
+from .stack import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.hub, pytest.mark.slow]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = ROOT / "test-output" / "browser"
+SHOTS = OUTPUT / "browser"
 
 
 @pytest.fixture
 def page() -> Iterator[object]:
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is not installed: run `make test` (tests/services/system-deps.sh)")
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+    with chromium_page(1280, 800) as page:
+        yield page
 
 
 def _shot(page: object, name: str) -> Path:
-    path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
-    print(f"screenshot: {path}")
-    return path
+    return shot(page, SHOTS / f"{name}.png")  # type: ignore[arg-type]
 
 
 def _fill_pool(stack: Stack, *users: str) -> None:

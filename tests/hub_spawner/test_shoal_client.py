@@ -60,7 +60,7 @@ def test_a_notebook_job_through_the_sdk_waits_with_its_reason_then_shows_its_mig
         assert (job.state, job.team, job.flavour) == ("PENDING", "fraud-ml", "h100-mig-1g")
         assert (await scheduler.submit(_spec(), idempotency_key="k1")).id == job.id
 
-        api.store.set_waits([(job.id, Reason.WAITING_FOR_CAPACITY, "all 56 slices in use", 2, 1_900_000_000.0)])
+        api.store.set_waits([(job.id, Reason.WAITING_FOR_CAPACITY, "all 56 slices in use", 2, 1_900_000_000.0)], 1_800_000_000.0)
         waiting = await scheduler.get(job.id)
         assert (waiting.reason, waiting.reason_message, waiting.queue_position, waiting.estimated_start) == (
             "WaitingForCapacity", "all 56 slices in use", 2, 1_900_000_000.0)

@@ -73,7 +73,7 @@ class Cluster:
         self.server.stop()
 
     def set_wait(self, job_id: str, reason: Reason, message: str, position: int) -> None:
-        self.store.set_waits([(job_id, reason, message, position, None)])
+        self.store.set_waits([(job_id, reason, message, position, None)], _now())
 
     # -- the stand-in controller ---------------------------------------------------------------------------------
 

@@ -380,7 +380,7 @@ class StoreContract(SweepStoreContract, ABC):
         a = store.submit(make_spec("a").build(), user="ana", now=1.0)
         b = store.submit(make_spec("b").build(), user="ana", now=2.0)
         store.set_waits([(a.id, Reason.QUOTA_FULL, "fraud-ml is at its quota", 1, None),
-                         (b.id, Reason.BEHIND_RESERVATION, "behind job_x", 2, 500.0)])
+                         (b.id, Reason.BEHIND_RESERVATION, "behind job_x", 2, 500.0)], 3.0)
         got_a, got_b = store.get(a.id), store.get(b.id)
         assert (got_a.wait_reason, got_a.wait_message, got_a.queue_position, got_a.estimated_start) == (
             Reason.QUOTA_FULL, "fraud-ml is at its quota", 1, None)
@@ -391,14 +391,23 @@ class StoreContract(SweepStoreContract, ABC):
         a = store.submit(make_spec("a").build(), user="ana", now=1.0)
         with pytest.raises(NotFound):
             store.set_waits([(a.id, Reason.QUOTA_FULL, "", 1, None),
-                             ("job_nope", Reason.QUOTA_FULL, "", 2, None)])
+                             ("job_nope", Reason.QUOTA_FULL, "", 2, None)], 3.0)
         assert store.get(a.id).wait_reason is None
 
     def test_a_bind_clears_the_wait(self, store: Store) -> None:
         a = store.submit(make_spec("a").pods(1, 8).build(), user="ana", now=1.0)
-        store.set_waits([(a.id, Reason.WAITING_FOR_CAPACITY, "no room", 1, 50.0)])
+        store.set_waits([(a.id, Reason.WAITING_FOR_CAPACITY, "no room", 1, 50.0)], 1.5)
         bound = store.bind(a.id, whole_nodes(N0), AdmittedAs.NOMINAL, epoch=0, now=2.0)
-        assert bound.wait_reason is None and bound.queue_position is None
+        assert bound.wait_reason is None and bound.queue_position is None and bound.room_wait_since is None
+
+    def test_room_wait_since_is_the_first_wait_for_room_since_the_job_was_queued(self, store: Store) -> None:
+        a = store.submit(make_spec("a").build(), user="ana", now=1.0)
+        store.set_waits([(a.id, Reason.QUOTA_FULL, "at its borrowing limit", 1, None)], 10.0)
+        assert store.get(a.id).room_wait_since is None
+        store.set_waits([(a.id, Reason.WAITING_FOR_TOPOLOGY, "no whole block", 1, None)], 20.0)
+        store.set_waits([(a.id, Reason.BEHIND_RESERVATION, "behind job_x", 1, 90.0)], 30.0)
+        store.set_waits([(a.id, Reason.COHORT_FULL, "the cohort lends nothing now", 1, None)], 40.0)
+        assert store.get(a.id).room_wait_since == 20.0
 
     # -- cancel and checkpoint requests ----------------------------------------------------------------------------
     def test_cancel_of_a_pending_job_is_immediate(self, store: Store) -> None:

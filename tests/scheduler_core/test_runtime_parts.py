@@ -1,12 +1,18 @@
-"""The controller's small parts on their own: the usage ledger and the straggler detector."""
+"""The controller's small parts on their own: the usage ledger, the straggler detector, the snapshot builder."""
 
 from __future__ import annotations
 
 import pytest
 
+from scheduler_core.policy.decisions import Reason
 from scheduler_core.policy.fairshare import decay
+from scheduler_core.policy.snapshot import PolicyConfig
 from scheduler_core.runtime.ledger import UsageLedger, usage_amounts
+from scheduler_core.runtime.snapshot_builder import SnapshotBuilder
 from scheduler_core.runtime.stragglers import StragglerDetector
+from scheduler_core.store.records import JobRecord, JobState
+
+from .runtime_builders import make_spec
 
 
 def test_the_ledger_decays_every_record_from_its_own_end() -> None:
@@ -51,3 +57,18 @@ def test_the_detector_keeps_only_its_window() -> None:
         detector.report(0, step_time)
         detector.report(1, 1.0)
     assert detector.stragglers() == []
+
+
+@pytest.mark.parametrize(("reason", "since", "clock"), [
+    (None, None, 100.0),                                   # not yet waited: from its queueing
+    (Reason.QUOTA_FULL, None, 5000.0),                     # held by quota: the clock has not started
+    (Reason.COHORT_FULL, None, 5000.0),
+    (Reason.WAITING_FOR_TOPOLOGY, 4000.0, 4000.0),         # waiting for room since 4000
+])
+def test_a_pending_jobs_block_cap_window_starts_after_its_quota_waits(reason: Reason | None, since: float | None,
+                                                             clock: float) -> None:
+    record = JobRecord(id="job_a", spec=make_spec("a").build(), user="ana", state=JobState.PENDING,
+                       submitted_at=100.0, queued_at=100.0, wait_reason=reason, room_wait_since=since)
+    snapshot = SnapshotBuilder([], PolicyConfig()).build(nodes=[], teams=[], pending=[record], running=[],
+                                                         decayed_usage={}, now=5000.0)
+    assert snapshot.pending[0].block_cap_since == clock

@@ -80,6 +80,7 @@ jobs = Table(
     Column("restart_block", String(63), nullable=True),
     Column("avoid_nodes", Text, nullable=False, default="[]"),
     Column("wait_reason", String(32), nullable=True),
+    Column("room_wait_since", Double, nullable=True),
     Column("wait_message", Text, nullable=False, default=""),
     Column("queue_position", Integer, nullable=True),
     Column("estimated_start", Double, nullable=True),

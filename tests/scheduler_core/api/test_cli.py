@@ -117,7 +117,7 @@ def test_a_missing_file_and_a_wrong_token_are_one_line_each(api: Harness, shoal:
 def test_queue_show_cancel_checkpoint(api: Harness, shoal: Shoal) -> None:
     running = api.run(make_spec("trainer").pods(2, 8).build(), whole_nodes("h100-b0-n00", "h100-b0-n01"))
     waiting = api.submit(make_spec("waiter").pods(1, 8).build())
-    api.store.set_waits([(waiting.id, Reason.QUOTA_FULL, "fraud-ml is at its quota", 1, T0 + 3600)])
+    api.store.set_waits([(waiting.id, Reason.QUOTA_FULL, "fraud-ml is at its quota", 1, T0 + 3600)], T0)
 
     code, out, _ = shoal("queue")
     assert code == 0

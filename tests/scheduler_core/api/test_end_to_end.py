@@ -17,18 +17,10 @@ node), two teams in one cohort — ``lender`` (8 H100 nominal, 4 A100) and ``bor
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -36,10 +28,9 @@ import pytest
 from scheduler_core.client import ShoalClient
 from scheduler_core.schemas import JobView
 from scheduler_core.store.sql import open_store
+from tests.shoal_up import Up, started
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[3]
-T = TypeVar("T")
 
 CLUSTER = """
 name: e2e
@@ -66,104 +57,13 @@ teams:
 SPARE = "b0-n03"
 
 
-_SERVER_OUTPUT: list[str] = []
-
-
-def eventually(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` (and showing the end of the server's
-    output) after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            tail = "".join(_SERVER_OUTPUT[-40:])
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; shoal up said:\n{tail}")
-        time.sleep(0.2)
-
-
-@dataclass
-class Up:
-    """A running ``shoal up`` and what the test needs to talk to it."""
-
-    proc: subprocess.Popen[str]
-    state: Path
-    url: str
-    env: dict[str, str]
-    output: list[str] = field(default_factory=list)
-
-    def shoal(self, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = dict(self.env, SHOAL_URL=self.url)
-        if token:
-            env["SHOAL_TOKEN"] = token
-        return subprocess.run([sys.executable, "-m", "scheduler_core.cli.main", *args], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
-
-    def token(self, user: str, team: str, *, admin: bool = False) -> str:
-        result = self.shoal("token", "create", "--user", user, "--team", team, *(["--admin"] if admin else []),
-                            "--state-dir", str(self.state))
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip()
-
-    def logs(self, job_id: str, rank: int = 0) -> list[str]:
-        """Each attempt's log of pod ``rank``, oldest attempt first."""
-        attempts = sorted((self.state / "executor" / "logs" / job_id).glob("*"), key=lambda p: int(p.name))
-        return [(a / f"rank-{rank}.log").read_text() if (a / f"rank-{rank}.log").exists() else "" for a in attempts]
-
-    def pods_started(self, job_id: str) -> bool:
-        return (self.state / "executor" / "pods" / job_id).exists()
-
-
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[Up]:
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     (tmp_path / "teams.yaml").write_text(TEAMS)
-    state = tmp_path / "state"
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("SHOAL_URL", None)
-    env.pop("SHOAL_TOKEN", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler_core.cli.main", "up", "--cluster", str(tmp_path / "cluster.yaml"),
-         "--teams", str(tmp_path / "teams.yaml"), "--state-dir", str(state), "--port", "0", "--tick", "0.5",
-         "--min-run-time", "0s", "--no-hub"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    output = _SERVER_OUTPUT
-    output.clear()
-    url: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            found = re.search(r"API at (http://\S+)", line)
-            if found:
-                url.append(found.group(1))
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        eventually(lambda: url or proc.poll() is not None, "shoal up to announce its URL", timeout=60)
-        assert url, "".join(output)
-        yield Up(proc, state, url[0], env, output)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        _kill_leftover_pods(state)
-
-
-def _kill_leftover_pods(state: Path) -> None:
-    """Pods outlive the scheduler by design; a failed test must not leave them running."""
-    for pod in (state / "executor" / "pods").glob("*/*/rank-*/pod.json"):
-        pid = json.loads(pod.read_text()).get("pid", 0)
-        if pid:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    with started(tmp_path / "state", "--cluster", str(tmp_path / "cluster.yaml"), "--teams",
+                 str(tmp_path / "teams.yaml"), "--tick", "0.5", "--min-run-time", "0s") as up:
+        yield up
 
 
 def trainer(steps: int, *, save_every: int = 5, step_seconds: float = 0.2) -> list[str]:
@@ -225,55 +125,55 @@ def test_gangs_reclaim_failure_time_limit_and_usage(up: Up) -> None:
 
     # hog runs on borrowed quota and checkpoints as it goes.
     hog = borrower.submit(spec("hog", "borrower", 2, 4, trainer(60))).job_id
-    running = eventually(lambda: (v := job(borrower, hog)).state == "RUNNING" and v, "hog to run")
+    running = up.eventually(lambda: (v := job(borrower, hog)).state == "RUNNING" and v, "hog to run")
     assert running.admitted_as == "borrowed"
-    eventually(lambda: job(borrower, hog).last_checkpoint, "hog's first checkpoint")
+    up.eventually(lambda: job(borrower, hog).last_checkpoint, "hog's first checkpoint")
 
     # gang cannot start: one node free, and a gang is all or nothing.
     gang = borrower.submit(spec("gang", "borrower", 2, 4, trainer(10, save_every=0))).job_id
-    waiting = eventually(lambda: (v := job(borrower, gang)).reason and v, "gang to be given a reason")
+    waiting = up.eventually(lambda: (v := job(borrower, gang)).reason and v, "gang to be given a reason")
     assert waiting.state == "PENDING" and not up.pods_started(gang)
 
     # owner reclaims lender's nominal quota: hog is preempted to checkpoint and requeued with a reason.
     owner = lender.submit(spec("owner", "lender", 2, 4, trainer(100_000))).job_id
     # The requeue lands first; the next cycle gives the reason. Wait for both.
-    preempted = eventually(lambda: (v := job(borrower, hog)).state == "PENDING" and v.preemptions == 1
-                           and v.reason is not None and v, "hog to be preempted, requeued and given a reason")
+    preempted = up.eventually(lambda: (v := job(borrower, hog)).state == "PENDING" and v.preemptions == 1
+                              and v.reason is not None and v, "hog to be preempted, requeued and given a reason")
     assert preempted.last_checkpoint is not None and preempted.reason is not None
     saved_step = preempted.last_checkpoint.step
     assert f"SIGTERM: saved step {saved_step}, exiting" in up.logs(hog)[0]
     assert preempted.exit_code == 0
-    owned = eventually(lambda: (v := job(lender, owner)).state == "RUNNING" and v, "owner to run")
+    owned = up.eventually(lambda: (v := job(lender, owner)).state == "RUNNING" and v, "owner to run")
     assert owned.admitted_as == "nominal"
     assert job(borrower, gang).state == "PENDING" and not up.pods_started(gang)
 
     # A node of owner fails: the gang restarts from its last checkpoint on the block's hot spare, with no human.
-    before = eventually(lambda: job(lender, owner).last_checkpoint, "owner's first checkpoint")
+    before = up.eventually(lambda: job(lender, owner).last_checkpoint, "owner's first checkpoint")
     assert owned.placement is not None
     failed_node = owned.placement.node_names[1]
     result = up.shoal("nodes", "fail", failed_node, "--state-dir", str(up.state))
     assert result.returncode == 0, result.stderr
-    restarted = eventually(lambda: (v := job(lender, owner)).state == "RUNNING" and v.infra_restarts == 1 and v,
-                           "owner to restart after the node failure")
+    restarted = up.eventually(lambda: (v := job(lender, owner)).state == "RUNNING" and v.infra_restarts == 1 and v,
+                              "owner to restart after the node failure")
     assert restarted.placement is not None
     assert failed_node not in restarted.placement.node_names and SPARE in restarted.placement.node_names
     assert restarted.restarts == 0 and restarted.preemptions == 0
-    resumed = eventually(lambda: re.search(r"resuming from step (\d+)", up.logs(owner)[-1]), "owner to resume")
+    resumed = up.eventually(lambda: re.search(r"resuming from step (\d+)", up.logs(owner)[-1]), "owner to resume")
     assert len(up.logs(owner)) == 2 and int(resumed.group(1)) >= before.step
 
     # short reached its limit: stopped, not left running.
-    stopped = eventually(lambda: (v := job(lender, short)).state == "TIMED_OUT" and v, "short to hit its limit",
-                         timeout=150)
+    stopped = up.eventually(lambda: (v := job(lender, short)).state == "TIMED_OUT" and v, "short to hit its limit",
+                            timeout=150)
     assert stopped.started_at is not None and stopped.finished_at is not None
     assert 60 <= (stopped.finished_at - stopped.started_at).total_seconds() < 60 + 30 + 15
 
     # Capacity returns: hog resumes from the step it saved when preempted, then gang starts, both pods at once.
     lender.cancel(owner)
-    eventually(lambda: len(up.logs(hog)) == 2 and "resuming from step" in up.logs(hog)[1], "hog to resume")
+    up.eventually(lambda: len(up.logs(hog)) == 2 and "resuming from step" in up.logs(hog)[1], "hog to resume")
     assert f"resuming from step {saved_step}" in up.logs(hog)[1]
-    assert eventually(lambda: (v := job(borrower, hog)).state in ("SUCCEEDED", "FAILED") and v,
-                      "hog to finish").state == "SUCCEEDED"
-    ran = eventually(lambda: (v := job(borrower, gang)).state == "SUCCEEDED" and v, "gang to run and finish")
+    assert up.eventually(lambda: (v := job(borrower, hog)).state in ("SUCCEEDED", "FAILED") and v,
+                         "hog to finish").state == "SUCCEEDED"
+    ran = up.eventually(lambda: (v := job(borrower, gang)).state == "SUCCEEDED" and v, "gang to run and finish")
     assert ran.placement is not None and len(set(ran.placement.node_names)) == 2
     for rank in (0, 1):
         line = up.logs(gang, rank)[0].splitlines()[0]
@@ -282,7 +182,7 @@ def test_gangs_reclaim_failure_time_limit_and_usage(up: Up) -> None:
         assert f"master {ran.placement.node_names[0]}:" in line
 
     # The usage ledger: every job's GPU-seconds, nominal and borrowed apart.
-    eventually(lambda: job(lender, owner).state == "CANCELLED", "owner to end")
+    up.eventually(lambda: job(lender, owner).state == "CANCELLED", "owner to end")
     store = open_store(f"sqlite:///{up.state / 'shoal.db'}")
     try:
         by_job: dict[str, dict[str, float]] = {}

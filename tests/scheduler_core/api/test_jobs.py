@@ -32,7 +32,7 @@ def test_submit_stores_the_job_wakes_the_controller_and_answers_at_once(api: Har
 
 def test_a_waiting_job_shows_position_reason_and_estimated_start(api: Harness) -> None:
     job = api.submit(make_spec("big").pods(4, 8).build())
-    api.store.set_waits([(job.id, Reason.WAITING_FOR_CAPACITY, "needs 4 free nodes", 3, T0 + 3600)])
+    api.store.set_waits([(job.id, Reason.WAITING_FOR_CAPACITY, "needs 4 free nodes", 3, T0 + 3600)], T0)
 
     view = api.client("alice").job(job.id)
 

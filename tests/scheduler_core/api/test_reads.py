@@ -27,7 +27,7 @@ def test_queue_lists_pending_jobs_in_queue_order_then_running_ones(api: Harness)
     unplaced = api.submit(make_spec("new").build())
     api.submit(make_spec("theirs").team("search").build(), user="bob")
     api.store.set_waits([(first.id, Reason.QUOTA_FULL, "team at quota", 1, None),
-                         (later.id, Reason.BEHIND_RESERVATION, "behind job_x", 2, T0 + 600)])
+                         (later.id, Reason.BEHIND_RESERVATION, "behind job_x", 2, T0 + 600)], T0)
 
     queue = api.client("alice").queue("fraud-ml")
 

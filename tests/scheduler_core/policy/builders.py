@@ -98,10 +98,12 @@ class JobBuilder:
         return JobRequest(**f)
 
     def pending(self, queued_at: float | None = None, *, front: bool = False, attained_gpu_s: float = 0.0,
-                restart_block: str | None = None, avoid: Sequence[str] = ()) -> PendingJob:
+                restart_block: str | None = None, avoid: Sequence[str] = (),
+                room_wait_since: float | None = None) -> PendingJob:
         request = self.build()
         return PendingJob(request, request.submitted_at if queued_at is None else queued_at, front_of_queue=front,
-                          attained_gpu_s=attained_gpu_s, restart_block=restart_block, avoid_nodes=frozenset(avoid))
+                          attained_gpu_s=attained_gpu_s, restart_block=restart_block, avoid_nodes=frozenset(avoid),
+                          room_wait_since=room_wait_since)
 
 
 def make_job(job_id: str) -> JobBuilder:

@@ -44,11 +44,11 @@ def four_by(blocks: int) -> Any:
     return cluster
 
 
-def busy_nodes(builder: Any, block: str, nodes: list[int]) -> Any:
-    """Nodes ``nodes`` of ``block`` busy with one 8-GPU job each (search's), ending at 4 h − 1000 s."""
+def busy_nodes(builder: Any, block: str, nodes: list[int], started: float = -1000.0) -> Any:
+    """Nodes ``nodes`` of ``block`` busy with one 8-GPU job each (search's), ending at 4 h + ``started``."""
     for n in nodes:
         builder = builder.run(make_job(f"{block}-busy{n}").team("search").pods(1, 8), f"{block}-n{n:02d}",
-                              started=-1000.0)
+                              started=started)
     return builder
 
 
@@ -81,16 +81,44 @@ CASES = [
                                                     .team("search", h100=64), "b0", [3]), "b1", [3]))
          .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-7200)).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 3) + nodes_of("b1", 1)))]),
+    Case("... counted from when it began waiting for room: hours held by its team's quota do not count",
+         lambda: placing_only(busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64)
+                                                    .team("search", h100=64), "b0", [3]), "b1", [3]))
+         .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-7200, room_wait_since=-100))
+         .build(),
+         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 1000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+    Case("widening counts all the time waited, quota waits included (five minutes of latency, not a shape)",
+         lambda: busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),
+                           "b0", 3), "b1", 3)
+         .pending(make_job("g").pods(6, 8).preferred("block").pending(queued_at=-4000, room_wait_since=-100))
+         .build(),
+         0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 5) + nodes_of("b1", 1)))]),
     Case("a preferred gang larger than any block spreads at once, over the fewest blocks",
          lambda: busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64), "b0", [2, 3])
          .pending(make_job("g").pods(8, 8).preferred("block")).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b1", 4) + nodes_of("b2", 4)))]),
     Case("... and waits rather than take more blocks than that, reserving the blocks that free soonest",
          lambda: busy_nodes(busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64),
-                                       "b0", [3]), "b1", [3])
+                                       "b0", [3], started=-4 * H + 1800), "b1", [3])
          .pending(make_job("g").pods(8, 8).preferred("block")).build(),
-         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4) + nodes_of("b2", 4)), 4 * H - 1000),
-               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4) + nodes_of("b2", 4)), 1800.0),
+               ("wait", "g", "WaitingForTopology", 1, 1800.0)]),
+    Case("... but a gang broken by a failure takes one block more at once when those blocks free only after its "
+         "window (a failed node keeps a block short for two days)",
+         lambda: busy_nodes(busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64),
+                                       "b0", [3]), "b1", [3])
+         .pending(make_job("g").pods(8, 8).preferred("block").pending(queued_at=-300, restart_block="b0"))
+         .build(),
+         0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b2", 4) + nodes_of("b0", 3)
+                                                   + nodes_of("b1", 1)))]),
+    Case("... while a gang not broken by a failure keeps to two blocks (here moving a job off one of them)",
+         lambda: busy_nodes(busy_nodes(make_snapshot(four_by(3)).team("fraud", h100=96).team("search", h100=64),
+                                       "b0", [3]), "b1", [3])
+         .pending(make_job("g").pods(8, 8).preferred("block").pending(queued_at=-300)).build(),
+         0.0, [("preempt", "b0-busy3", "Defragment", 300.0, True, "g"),
+               ("reserve", "g", " ".join(nodes_of("b0", 4) + nodes_of("b2", 4)), 300.0),
+               ("wait", "g", "PreemptingVictims", 1, 300.0)]),
     Case("best fit: the block with the fewest free nodes that still fits",
          lambda: busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64), "b1", 5)
          .pending(make_job("g").pods(3, 8).required("block")).build(),

@@ -137,7 +137,8 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             if request.pods == 1 and pending[a.job_id].restart_block is None:
                 assert not node.spare
     # Topology: a required gang in one domain of its level; a preferred gang as large as a block or larger
-    # within the fewest blocks it could ever need.
+    # within the fewest blocks it could ever need (one more for a gang broken by a failure) until its window
+    # has passed.
     for a in result.admits:
         request = pending[a.job_id].request
         if request.pods == 1 or request.topology_level is None:
@@ -152,8 +153,10 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             per_block[node.block] = per_block.get(node.block, 0) + (
                 node.capacity.get(a.placement.flavour, 0) // request.units_per_pod)
         largest = max(per_block.values())
-        if request.pods >= largest:
-            assert len(blocks) <= -(-request.pods // largest), (a, request)
+        job = pending[a.job_id]
+        if request.pods >= largest and result.now - job.block_cap_since < snap.config.topology_cap_wait_s:
+            spare_block = 1 if job.restart_block is not None else 0
+            assert len(blocks) <= -(-request.pods // largest) + spare_block, (a, request)
     # No unit held twice, counting what runs (leaving or not) and what was just admitted.
     units = held_units(snap.running) + held_units(
         RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)

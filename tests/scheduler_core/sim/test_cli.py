@@ -41,6 +41,20 @@ def test_sim_prints_one_json_object_with_every_figure(tmp_path: Path, capsys: py
     assert 0 < summary["utilization_while_waiting"] <= 1 or summary["utilization_while_waiting"] is None
 
 
+def test_explain_waste_names_the_jobs_idle_gpus_waited_on(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    cluster, teams = tiny.write_config(tmp_path)
+    args = ["sim", "--workload", str(trace(tmp_path)), "--cluster", str(cluster), "--teams", str(teams),
+            "--policy", "fifo", "--seed", "3", "--explain-waste"]
+    assert main([*args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    rows = summary["idle_gpu_hours_by_job"]
+    assert len(rows) <= 20 and all(row["idle_gpu_hours"] >= 0 and row["reason"] for row in rows)
+    assert sum(row["idle_gpu_hours"] for row in rows) <= summary["idle_gpu_hours_while_waiting"] + 0.1 * len(rows)
+    assert main(args) == 0
+    assert "| job | team | kind | GPUs |" in capsys.readouterr().out
+
+
 def test_sim_writes_a_report_with_table_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster, teams = tiny.write_config(tmp_path)
     out_dir = tmp_path / "report"

@@ -9,6 +9,7 @@ from scheduler_core.sim.behaviour import NodeFault
 from scheduler_core.sim.engine import SimConfig, simulate
 from scheduler_core.sim.metrics import summarise
 from scheduler_core.sim.records import RunRecord
+from scheduler_core.sim.waste import explain
 
 from . import tiny
 
@@ -94,6 +95,21 @@ def test_fitting_work_waiting_next_to_idle_gpus_lowers_utilization_while_waiting
     easy = summarise(simulate(tiny.workload(*jobs), "easy", SimConfig(gpu_hours_per_failure=None)))
     assert fifo["utilization_while_waiting"] < 0.3
     assert easy["small_job_wait_p50_s"] < fifo["small_job_wait_p50_s"]
+
+
+def test_the_idle_gpus_of_fitting_waits_are_shared_out_among_the_jobs_that_waited() -> None:
+    # FIFO again: the small jobs wait behind the gang on idle GPUs; the gang itself never fits them.
+    jobs = [tiny.job("first", gpus=8, at=0, work=7200.0), tiny.job("gang", gpus=64, at=10, work=600.0)]
+    jobs += [tiny.job(f"small{i}", gpus=1, at=20 + i, work=600.0, limit=1800.0) for i in range(5)]
+    record = simulate(tiny.workload(*jobs), "fifo", SimConfig(gpu_hours_per_failure=None))
+    assert record.waste is not None
+    shares = record.waste.gpu_s
+    assert set(shares) == {f"small{i}" for i in range(5)}
+    assert sum(shares.values()) / 3600 == pytest.approx(summarise(record)["idle_gpu_hours_while_waiting"],
+                                                        rel=0.02)
+    top = explain(record, 2)
+    assert [row["job"] for row in top] == sorted(shares, key=lambda job: (-shares[job], job))[:2]
+    assert top[0]["reason"] and top[0]["team"] == "a" and top[0]["gpus"] == 1
 
 
 def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:

@@ -1,0 +1,27 @@
+"""When a pending job began waiting for room rather than quota, so its topology clocks start there and not at
+submission (a gang held six hours by its team's quota should still get its two hours to find one block).
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-29
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0005"
+down_revision: str | None = "0004"
+branch_labels: str | None = None
+depends_on: str | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("room_wait_since", sa.Double(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("room_wait_since")

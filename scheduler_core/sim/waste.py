@@ -1,0 +1,91 @@
+"""Which waiting jobs the idle GPUs waited on: ``shoal sim --explain-waste``.
+
+``idle_gpu_hours_while_waiting`` says how much a policy wasted; this says on whose account. After each cycle the
+engine hands over, per flavour, the waiting jobs that would fit its idle units by count (the metric's own test,
+with the policy's reason and message for each); until the next cycle that flavour's idle GPUs are split evenly
+among them. The shares add up to the metric, less the spans in which only jobs submitted since the cycle fitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..policy.decisions import Wait
+
+if TYPE_CHECKING:
+    from .records import RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Waste:
+    """One waiting job's share of the idle GPUs: GPU-seconds, and why it waited (its last fitting wait)."""
+
+    job_id: str
+    gpu_s: float
+    flavour: str
+    reason: str
+    message: str
+
+
+class WasteLedger:
+    """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them."""
+
+    def __init__(self, units_per_gpu: Mapping[str, int]) -> None:
+        self.units_per_gpu = units_per_gpu
+        self.gpu_s: dict[str, float] = {}
+        self.why: dict[str, tuple[str, str, str]] = {}
+        self._shares: list[tuple[str, float]] = []
+
+    def open(self, fitting: Mapping[str, Sequence[Wait]], idle_units: Mapping[str, int]) -> None:
+        """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs."""
+        self._shares = []
+        for flavour, waits in fitting.items():
+            if not waits:
+                continue
+            share = max(0, idle_units.get(flavour, 0)) / self.units_per_gpu.get(flavour, 1) / len(waits)
+            for wait in waits:
+                self._shares.append((wait.job_id, share))
+                self.why[wait.job_id] = (flavour, wait.reason.value, wait.message)
+
+    def charge(self, seconds: float) -> None:
+        """The spans opened last lasted ``seconds``."""
+        for job_id, share in self._shares:
+            self.gpu_s[job_id] = self.gpu_s.get(job_id, 0.0) + share * seconds
+
+    def top(self, count: int) -> list[Waste]:
+        """The ``count`` jobs with the largest shares, largest first."""
+        ranked = sorted(self.gpu_s.items(), key=lambda item: (-item[1], item[0]))[:count]
+        return [Waste(job_id, gpu_s, *self.why[job_id]) for job_id, gpu_s in ranked]
+
+
+def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
+    """The ``count`` waiting jobs that idle GPUs waited on most, as JSON-ready rows."""
+    if record.waste is None:
+        return []
+    logs = {log.id: log for log in record.jobs}
+    rows = []
+    for waste in record.waste.top(count):
+        log = logs.get(waste.job_id)
+        rows.append({
+            "job": waste.job_id, "team": log.team if log else None, "kind": log.kind if log else None,
+            "gpus": log.gpus if log else None, "submitted_h": round((log.submitted_at - record.window[0]) / 3600, 2)
+            if log else None, "flavour": waste.flavour, "reason": waste.reason, "message": waste.message,
+            "idle_gpu_hours": round(waste.gpu_s / 3600, 1)})
+    return rows
+
+
+def explain_markdown(record: RunRecord, count: int = 20) -> str:
+    """``explain`` as a Markdown table, with the total it shares out."""
+    rows = explain(record, count)
+    total = sum(record.waste.gpu_s.values()) / 3600 if record.waste is not None else 0.0
+    lines = [f"Idle GPU-hours while fitting work waited, by the waiting jobs that would have fitted them "
+             f"({total:,.0f} GPU-h shared out; the top {len(rows)}):", "",
+             "| job | team | kind | GPUs | submitted (h) | flavour | reason | idle GPU-h | last message |",
+             "|---|---|---|---:|---:|---|---|---:|---|"]
+    for row in rows:
+        message = str(row["message"]).replace("|", "/")
+        lines.append(f"| {row['job']} | {row['team']} | {row['kind']} | {row['gpus']:g} | {row['submitted_h']} "
+                     f"| {row['flavour']} | {row['reason']} | {row['idle_gpu_hours']:,.1f} | {message} |")
+    return "\n".join(lines)
