@@ -427,7 +427,12 @@ class _Cycle:
     def _block_cap(self, pending: PendingJob) -> int | None:
         """How many blocks beyond the fewest a block-sized ``preferred`` gang may take (``PlaceContext``): none
         for ``topology_cap_wait_s`` from ``PendingJob.block_cap_since`` while that compact shape is in reach by
-        then, one while it is not, any once the window has passed."""
+        then, one while it is not, any once the window has passed. 0 for any other job: the cap does not apply,
+        and its equivalence class must not split on it."""
+        request = pending.request
+        if all(pool.max_blocks(request) is None for f in request.flavours
+               if (pool := self.cap.pools.get(f)) is not None):
+            return 0
         if self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
             return None
         extra = self._compact_reach.get(pending.request.id)

@@ -22,8 +22,8 @@ class Reason(StrEnum):
 
     @property
     def is_quota(self) -> bool:
-        """The job waits for quota (its team's or the cohort's), not for room on the nodes: its block cap's
-        window (``PendingJob.room_wait_since``) has not started while it has waited only for this."""
+        """The job waits for quota (its team's or the cohort's), not for room on the nodes: such waits do not
+        count in its block cap's window (``PendingJob.room_wait_since``)."""
         return self in (Reason.QUOTA_FULL, Reason.COHORT_FULL, Reason.INVALID_FLAVOUR)
 
 

@@ -175,9 +175,10 @@ class PendingJob:
     ahead of its team's other work. ``attained_gpu_s`` is the GPU × time it has already had (Tiresias).
     ``restart_block`` names the block of a gang broken by a failure, whose hot spare it should take;
     ``avoid_nodes`` lists nodes it must not use (a straggler's, a failed one's).
-    ``room_wait_since`` is when it first waited for room rather than quota: the block cap of a block-sized gang
-    (``topology_cap_wait_s``) runs from there (``block_cap_since``), so a gang held for hours by its team's
-    borrowing limit still gets its time to find whole blocks; ``None``: from ``queued_at``. (Widening after
+    ``room_wait_since`` is ``now`` less the time it has waited for room rather than quota (its runs of such waits
+    laid end to end): the block cap of a block-sized gang (``topology_cap_wait_s``) runs from there
+    (``block_cap_since``), so a gang held for hours by quota still gets its time to find whole blocks;
+    ``None``: from ``queued_at``. (Widening after
     ``topology_widen_after_s`` runs from ``queued_at``: five minutes' latency against locality, where the time
     already waited counts.)
     """

@@ -72,9 +72,13 @@ class SnapshotBuilder:
         return state
 
     def _pending_job(self, record: JobRecord, now: float | None) -> PendingJob:
-        room_wait_since = record.room_wait_since
-        if room_wait_since is None and record.wait_reason is not None and record.wait_reason.is_quota:
-            room_wait_since = now
+        # The runs of its room waits laid end to end, ending now: constant during a run, moving during quota waits.
+        room_wait_since = None
+        if record.room_wait_since is not None:
+            room_wait_since = record.room_wait_since - record.room_waited_s
+        elif now is not None and (record.room_waited_s or (record.wait_reason is not None
+                                                           and record.wait_reason.is_quota)):
+            room_wait_since = now - record.room_waited_s
         key = (record.queued_at, record.front_of_queue, record.attained_gpu_s, record.restart_block,
                record.avoid_nodes, room_wait_since)
         cached = self._pending.get(record.id)

@@ -106,8 +106,8 @@ class Store(ABC):
     @abstractmethod
     def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float) -> None:
         """Record each pending job's (job_id, reason, message, position, estimated_start) from the cycle at
-        ``now``. The first wait for room (``not reason.is_quota``) since the job was queued sets ``room_wait_since``
-        to ``now``; later waits of any kind keep it; binding the job clears it.
+        ``now``, with ``room_wait_since`` and ``room_waited_s`` by ``records.room_wait`` (binding the job clears
+        both).
         An unknown id is ``NotFound`` (nothing written); a job no longer pending is skipped."""
 
     @abstractmethod

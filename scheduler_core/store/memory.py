@@ -27,7 +27,7 @@ from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
 from .base import Store
 from .ids import SWEEP_PREFIX, JobIdGenerator
 from .records import (CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord,
-                      UsageRecord, room_wait_since)
+                      UsageRecord, room_wait)
 from .sweep_rules import check_new_trial, check_same_params, check_sweep_finish, check_trial_finish
 
 #: A unit is one GPU or MIG slice: (node, flavour, index into ``Node.devices[flavour]``).
@@ -157,7 +157,7 @@ class MemoryStore(Store):
             return self._put(dataclasses.replace(
                 job, state=JobState.ADMITTED, placement=placement, admitted_as=admitted_as, admitted_at=now,
                 labelled_at=None, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False, epoch=epoch,
-                wait_reason=None, room_wait_since=None, wait_message="", queue_position=None, estimated_start=None))
+                wait_reason=None, room_wait_since=None, room_waited_s=0.0, wait_message="", queue_position=None, estimated_start=None))
 
     def relabel(self, job_id: str, admitted_as: AdmittedAs, *, epoch: int, now: float) -> JobRecord:
         with self._lock:
@@ -249,9 +249,10 @@ class MemoryStore(Store):
                 if (job.wait_reason, job.wait_message, job.queue_position, job.estimated_start) == (
                         reason, message, position, estimated_start):
                     continue
+                since, waited_s = room_wait(job.room_wait_since, job.room_waited_s, reason, now)
                 self._jobs[job_id] = dataclasses.replace(
                     job, wait_reason=reason, wait_message=message, queue_position=position,
-                    estimated_start=estimated_start, room_wait_since=room_wait_since(job.room_wait_since, reason, now))
+                    estimated_start=estimated_start, room_wait_since=since, room_waited_s=waited_s)
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
         """Cancelling a cancelled job returns it unchanged; cancelling one that ended otherwise is a ``Conflict``."""

@@ -74,9 +74,10 @@ class JobRecord:
     restart_block: str | None = None
     avoid_nodes: frozenset[str] = frozenset()
     wait_reason: Reason | None = None
-    #: When the job first waited for room (any ``wait_reason`` but a quota one) since it entered the queue;
-    #: ``None`` until then.
+    #: Its waits for room (any ``wait_reason`` but a quota one) since it entered the queue: the start of the
+    #: current run of them (``None`` while it waits for quota or has not waited), and the seconds of earlier runs.
     room_wait_since: float | None = None
+    room_waited_s: float = 0.0
     wait_message: str = ""
     queue_position: int | None = None
     estimated_start: float | None = None
@@ -91,13 +92,14 @@ class JobRecord:
         return self.spec.team
 
 
-def room_wait_since(previous: float | None, reason: Reason, now: float) -> float | None:
-    """The rule both stores apply to ``JobRecord.room_wait_since`` when a cycle at ``now`` says ``reason``: set
-    at the first wait for room, kept through later quota waits (a reason that flips with the cycle's
-    reservations must not restart the clock)."""
-    if previous is not None or reason.is_quota:
-        return previous
-    return now
+def room_wait(since: float | None, waited_s: float, reason: Reason, now: float) -> tuple[float | None, float]:
+    """The rule both stores apply to (``room_wait_since``, ``room_waited_s``) when a cycle at ``now`` says
+    ``reason``: a wait for room starts a run (or continues it), a quota wait ends it and banks its seconds — so
+    the time a job has waited for room survives a reason that flips with the cycle's reservations, and quota
+    waits never count."""
+    if not reason.is_quota:
+        return (now if since is None else since), waited_s
+    return None, waited_s + (now - since if since is not None else 0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -400,14 +400,22 @@ class StoreContract(SweepStoreContract, ABC):
         bound = store.bind(a.id, whole_nodes(N0), AdmittedAs.NOMINAL, epoch=0, now=2.0)
         assert bound.wait_reason is None and bound.queue_position is None and bound.room_wait_since is None
 
-    def test_room_wait_since_is_the_first_wait_for_room_since_the_job_was_queued(self, store: Store) -> None:
-        a = store.submit(make_spec("a").build(), user="ana", now=1.0)
-        store.set_waits([(a.id, Reason.QUOTA_FULL, "at its borrowing limit", 1, None)], 10.0)
-        assert store.get(a.id).room_wait_since is None
-        store.set_waits([(a.id, Reason.WAITING_FOR_TOPOLOGY, "no whole block", 1, None)], 20.0)
-        store.set_waits([(a.id, Reason.BEHIND_RESERVATION, "behind job_x", 1, 90.0)], 30.0)
-        store.set_waits([(a.id, Reason.COHORT_FULL, "the cohort lends nothing now", 1, None)], 40.0)
-        assert store.get(a.id).room_wait_since == 20.0
+    def test_the_time_waited_for_room_is_kept_apart_from_quota_waits(self, store: Store) -> None:
+        a = store.submit(make_spec("a").pods(1, 8).build(), user="ana", now=1.0)
+
+        def room(reason: Reason, now: float) -> tuple[float | None, float]:
+            store.set_waits([(a.id, reason, f"{reason} at {now}", 1, None)], now)
+            got = store.get(a.id)
+            return got.room_wait_since, got.room_waited_s
+
+        assert room(Reason.QUOTA_FULL, 10.0) == (None, 0.0)
+        assert room(Reason.WAITING_FOR_TOPOLOGY, 20.0) == (20.0, 0.0)
+        assert room(Reason.BEHIND_RESERVATION, 30.0) == (20.0, 0.0)
+        assert room(Reason.COHORT_FULL, 40.0) == (None, 20.0)
+        assert room(Reason.QUOTA_FULL, 45.0) == (None, 20.0)
+        assert room(Reason.WAITING_FOR_CAPACITY, 50.0) == (50.0, 20.0)
+        bound = store.bind(a.id, whole_nodes(N0), AdmittedAs.NOMINAL, epoch=0, now=60.0)
+        assert (bound.room_wait_since, bound.room_waited_s) == (None, 0.0)
 
     # -- cancel and checkpoint requests ----------------------------------------------------------------------------
     def test_cancel_of_a_pending_job_is_immediate(self, store: Store) -> None:

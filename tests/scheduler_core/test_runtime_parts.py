@@ -59,16 +59,18 @@ def test_the_detector_keeps_only_its_window() -> None:
     assert detector.stragglers() == []
 
 
-@pytest.mark.parametrize(("reason", "since", "clock"), [
-    (None, None, 100.0),                                   # not yet waited: from its queueing
-    (Reason.QUOTA_FULL, None, 5000.0),                     # held by quota: the clock has not started
-    (Reason.COHORT_FULL, None, 5000.0),
-    (Reason.WAITING_FOR_TOPOLOGY, 4000.0, 4000.0),         # waiting for room since 4000
+@pytest.mark.parametrize(("reason", "since", "waited", "clock"), [
+    (None, None, 0.0, 100.0),                              # not yet waited: from its queueing
+    (Reason.QUOTA_FULL, None, 0.0, 5000.0),                # held by quota only: its window has not started
+    (Reason.COHORT_FULL, None, 600.0, 4400.0),             # 600 s for room earlier, now held by quota
+    (Reason.WAITING_FOR_TOPOLOGY, 4000.0, 0.0, 4000.0),    # waiting for room since 4000
+    (Reason.WAITING_FOR_TOPOLOGY, 4000.0, 600.0, 3400.0),  # ... after 600 s of it before a quota wait
 ])
-def test_a_pending_jobs_block_cap_window_starts_after_its_quota_waits(reason: Reason | None, since: float | None,
-                                                             clock: float) -> None:
+def test_a_pending_jobs_block_cap_window_counts_only_its_waits_for_room(reason: Reason | None, since: float | None,
+                                                                       waited: float, clock: float) -> None:
     record = JobRecord(id="job_a", spec=make_spec("a").build(), user="ana", state=JobState.PENDING,
-                       submitted_at=100.0, queued_at=100.0, wait_reason=reason, room_wait_since=since)
+                       submitted_at=100.0, queued_at=100.0, wait_reason=reason, room_wait_since=since,
+                       room_waited_s=waited)
     snapshot = SnapshotBuilder([], PolicyConfig()).build(nodes=[], teams=[], pending=[record], running=[],
                                                          decayed_usage={}, now=5000.0)
     assert snapshot.pending[0].block_cap_since == clock

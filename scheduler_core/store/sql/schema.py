@@ -81,6 +81,7 @@ jobs = Table(
     Column("avoid_nodes", Text, nullable=False, default="[]"),
     Column("wait_reason", String(32), nullable=True),
     Column("room_wait_since", Double, nullable=True),
+    Column("room_waited_s", Double, nullable=False, default=0.0, server_default="0"),
     Column("wait_message", Text, nullable=False, default=""),
     Column("queue_position", Integer, nullable=True),
     Column("estimated_start", Double, nullable=True),

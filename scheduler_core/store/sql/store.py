@@ -37,7 +37,7 @@ from ...model.sweep import Choice, SweepSpec, SweepState, TrialState
 from ..base import Store
 from ..ids import SWEEP_PREFIX, JobIdGenerator
 from ..records import (CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord,
-                       UsageRecord, room_wait_since)
+                       UsageRecord, room_wait)
 from ..sweep_rules import check_new_trial, check_same_params, check_sweep_finish, check_trial_finish
 from . import codec
 from .database import Database
@@ -247,7 +247,7 @@ class SqlStore(Store, TokenStore):
             conn.execute(update(jobs).where(jobs.c.id == job_id).values(
                 state=JobState.ADMITTED.value, placement=placement_json, admitted_as=admitted_as.value,
                 admitted_at=now, labelled_at=None, started_at=None, finished_at=None, terminate_by=None,
-                requeue_on_exit=False, epoch=epoch, wait_reason=None, room_wait_since=None, wait_message="",
+                requeue_on_exit=False, epoch=epoch, wait_reason=None, room_wait_since=None, room_waited_s=0.0, wait_message="",
                 queue_position=None, estimated_start=None))
             return self._job_record(self._job_row(conn, job_id))
 
@@ -348,7 +348,7 @@ class SqlStore(Store, TokenStore):
             return
 
         columns = (jobs.c.id, jobs.c.state, jobs.c.wait_reason, jobs.c.wait_message, jobs.c.queue_position,
-                   jobs.c.estimated_start, jobs.c.room_wait_since)
+                   jobs.c.estimated_start, jobs.c.room_wait_since, jobs.c.room_waited_s)
 
         def run(conn: Connection) -> None:
             ids = list(dict.fromkeys(wait[0] for wait in waits))
@@ -371,14 +371,15 @@ class SqlStore(Store, TokenStore):
                 if (row.wait_reason, row.wait_message, row.queue_position, row.estimated_start) == (
                         reason.value, message, position, estimated_start):
                     continue
+                since, waited_s = room_wait(row.room_wait_since, row.room_waited_s, reason, now)
                 changes.append({"job": job_id, "wait_reason": reason.value, "wait_message": message,
                                 "queue_position": position, "estimated_start": estimated_start,
-                                "room_wait_since": room_wait_since(row.room_wait_since, reason, now)})
+                                "room_wait_since": since, "room_waited_s": waited_s})
             if changes:
                 conn.execute(update(jobs).where(jobs.c.id == bindparam("job")).values(
                     wait_reason=bindparam("wait_reason"), wait_message=bindparam("wait_message"),
                     queue_position=bindparam("queue_position"), estimated_start=bindparam("estimated_start"),
-                    room_wait_since=bindparam("room_wait_since")),
+                    room_wait_since=bindparam("room_wait_since"), room_waited_s=bindparam("room_waited_s")),
                     changes)
         self.db.write(run)
 
@@ -882,7 +883,7 @@ class SqlStore(Store, TokenStore):
             last_checkpoint=last, restart_block=row.restart_block,
             avoid_nodes=frozenset(json.loads(row.avoid_nodes)),
             wait_reason=Reason(row.wait_reason) if row.wait_reason is not None else None,
-            room_wait_since=row.room_wait_since,
+            room_wait_since=row.room_wait_since, room_waited_s=row.room_waited_s,
             wait_message=row.wait_message, queue_position=row.queue_position,
             estimated_start=row.estimated_start, exit_code=row.exit_code, message=row.message,
             cancel_requested=bool(row.cancel_requested), checkpoint_requested=bool(row.checkpoint_requested),
