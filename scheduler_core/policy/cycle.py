@@ -435,9 +435,9 @@ class _Cycle:
             return 0
         if self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
             return None
-        extra = self._compact_reach.get(pending.request.id)
+        extra = self._compact_reach.get(request.id)
         if extra is None:
-            extra = self._compact_reach[pending.request.id] = 0 if self._compact_in_reach(pending) else 1
+            extra = self._compact_reach[request.id] = 0 if self._compact_in_reach(pending) else 1
         return extra
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
