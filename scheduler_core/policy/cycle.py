@@ -717,6 +717,8 @@ class _Cycle:
         if request.preemptible or quota is None or request.priority_class is PriorityClass.SCAVENGER:
             return None
         key = (request.team, flavour)
+        if key in self._nominal_only_keys:
+            return None                      # a reserved non-preemptible job of the team claims that nominal
         need = (self.ledger.nominal_usage.get(key, 0) + max(0, self._nominal_extra_now.get(key, 0))
                 + request.units - quota.nominal)
         if need <= 0:
@@ -725,9 +727,13 @@ class _Cycle:
             self._by_team = {}
             for job in sorted(self.running, key=lambda job: (-job.started_at, job.request.id)):
                 self._by_team.setdefault((job.request.team, job.placement.flavour), []).append(job)
+        # A job that ends before the first reservation this one would outlive has already given that
+        # reservation its nominal quota (``_ended_by``): relabelling it frees nothing this job may keep.
+        first_hold = self._quota_holds[0][0] if self._held_now else None
         mine = [job for job in self._by_team.get(key, ())
                 if job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible and not job.terminating
-                and job.request.id not in self.leaving and job.request.id not in self._relabelled]
+                and job.request.id not in self.leaving and job.request.id not in self._relabelled
+                and (first_hold is None or job_end(job, self.now) > first_hold)]
         chosen: list[RunningJob] = []
         for job in mine:
             if need <= 0:

@@ -104,6 +104,15 @@ QUOTA = [
                                                        if (b, n) not in ((0, 0), (0, 1))], started=-4000)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
          0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("... nor when a reserved non-preemptible job of the team needs that nominal before this one would end",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=24).team("search", h100=40)
+         .run(make_job("q").pods(1, 8), "b0-n00", started=-3000)
+         .run(make_job("n1").pods(1, 8).non_preemptible(), "b0-n01", started=-4 * H + 1800)
+         .run(make_job("n2").pods(1, 8).non_preemptible(), "b0-n02", started=-4 * H + 1800)
+         .pending(make_job("head").pods(2, 8).non_preemptible(),
+                  make_job("b").pods(1, 8).non_preemptible().submitted(1)).build(),
+         0.0, [("reserve", "head", "b0-n01 b0-n02", 1800.0), ("reserve", "b", "b0-n00", 4 * H - 3000),
+               ("wait", "head", "QuotaFull", 1, 1800.0), ("wait", "b", "QuotaFull", 2, 4 * H - 3000)]),
     Case("scavenger work runs on idle units outside quota",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0)
          .pending(make_job("a").pods(1, 8).priority("scavenger")).build(),
