@@ -53,8 +53,8 @@ class SnapshotBuilder:
     def build(self, *, nodes: Iterable[NodeRecord], teams: Iterable[TeamConfig], pending: Iterable[JobRecord],
               running: Iterable[JobRecord], decayed_usage: Mapping[str, Mapping[str, float]],
               now: float | None = None) -> Snapshot:
-        """``now`` starts the topology clocks of jobs whose latest wait was for quota (see ``PendingJob``);
-        without it they run from ``queued_at``."""
+        """``now`` places each pending job's block-cap window (``PendingJob.room_wait_since``: now less the time
+        it has waited for room); without it the windows run from ``queued_at``."""
         return Snapshot(
             nodes=tuple(self._node_state(record) for record in nodes),
             teams={team.name: TeamState.from_config(team, decayed_usage.get(team.name)) for team in teams},
