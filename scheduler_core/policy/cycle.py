@@ -149,7 +149,7 @@ class _Cycle:
         self.blocked_reservations = 0
         self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
         self._no_victims: set[tuple[object, ...]] = set()
-        self._compact_reach: dict[str, int] = {}
+        self._block_caps: dict[str, int | None] = {}
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
         #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
@@ -417,28 +417,34 @@ class _Cycle:
 
     def _context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
-        avoid = frozenset(self.cap.index[n] for n in pending.avoid_nodes if n in self.cap.index)
+        avoid = self._avoid(pending)
         restart = None
         if pending.restart_block is not None and pending.restart_block in self.cap.block_names:
             restart = self.cap.block_names.index(pending.restart_block)
         return PlaceContext(end=self.now + request.time_limit_s, avoid=avoid, restart_block=restart,
                             widened=self._widened(pending), block_cap=self._block_cap(pending))
 
+    def _avoid(self, pending: PendingJob) -> frozenset[int]:
+        return frozenset(self.cap.index[n] for n in pending.avoid_nodes if n in self.cap.index)
+
     def _block_cap(self, pending: PendingJob) -> int | None:
         """How many blocks beyond the fewest a block-sized ``preferred`` gang may take (``PlaceContext``): none
         for ``topology_cap_wait_s`` from ``PendingJob.block_cap_since`` while that compact shape is in reach by
         then, one while it is not, any once the window has passed. 0 for any other job: the cap does not apply,
-        and its equivalence class must not split on it."""
+        and its equivalence class must not split on it. Decided once per job per cycle (it is asked often)."""
         request = pending.request
+        if request.id in self._block_caps:
+            return self._block_caps[request.id]
+        cap: int | None
         if all(pool.max_blocks(request) is None for f in request.flavours
                if (pool := self.cap.pools.get(f)) is not None):
-            return 0
-        if self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
-            return None
-        extra = self._compact_reach.get(request.id)
-        if extra is None:
-            extra = self._compact_reach[request.id] = 0 if self._compact_in_reach(pending) else 1
-        return extra
+            cap = 0
+        elif self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
+            cap = None
+        else:
+            cap = 0 if self._compact_in_reach(pending) else 1
+        self._block_caps[request.id] = cap
+        return cap
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
         """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this
@@ -450,7 +456,7 @@ class _Cycle:
         if pending.restart_block is None:
             return True
         deadline = pending.block_cap_since + self.config.topology_cap_wait_s
-        avoid = frozenset(self.cap.index[n] for n in pending.avoid_nodes if n in self.cap.index)
+        avoid = self._avoid(pending)
         for flavour in request.flavours:
             pool = self.cap.pools.get(flavour)
             if pool is None:
@@ -1126,15 +1132,20 @@ class _Cycle:
                            reservations=self.reservations, waits=waits, relabels=self.relabels)
 
 
+def _reclaim_need(request: JobRequest, verdict: Verdict) -> int:
+    """What a reclaim needs: the job's size, or its cohort's deficit if larger."""
+    return max(request.units, verdict.deficit)
+
+
 def _proportionate_units(request: JobRequest, verdict: Verdict) -> int:
     """The most a reclaim should stop: four times what it needs, or 64 units more."""
-    need = max(request.units, verdict.deficit)
+    need = _reclaim_need(request, verdict)
     return max(4 * need, need + 64)
 
 
 def _oversize(request: JobRequest, verdict: Verdict) -> int:
-    """Victims larger than this are far larger than a reclaim needs: twice its size or its cohort's deficit."""
-    return 2 * max(request.units, verdict.deficit)
+    """Victims larger than this are far larger than a reclaim needs: twice what it needs."""
+    return 2 * _reclaim_need(request, verdict)
 
 
 def _better(best: tuple[int, int, Reason, str] | None, index: int, reason: Reason,

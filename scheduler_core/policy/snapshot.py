@@ -177,10 +177,9 @@ class PendingJob:
     ``avoid_nodes`` lists nodes it must not use (a straggler's, a failed one's).
     ``room_wait_since`` is ``now`` less the time it has waited for room rather than quota (its runs of such waits
     laid end to end): the block cap of a block-sized gang (``topology_cap_wait_s``) runs from there
-    (``block_cap_since``), so a gang held for hours by quota still gets its time to find whole blocks;
-    ``None``: from ``queued_at``. (Widening after
-    ``topology_widen_after_s`` runs from ``queued_at``: five minutes' latency against locality, where the time
-    already waited counts.)
+    (``block_cap_since``), so a gang held for hours by quota still gets its time to find whole blocks; ``None``:
+    from ``queued_at``. Widening after ``topology_widen_after_s`` runs from ``queued_at``: five minutes' latency
+    against locality, where the time already waited counts.
     """
 
     request: JobRequest

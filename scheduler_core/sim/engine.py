@@ -159,12 +159,11 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
             for key in blocked:
                 fitting_wait_s[key] = fitting_wait_s.get(key, 0.0) + at - last_step
             waste.charge(at - last_step)
-        fitting = _fitting_waits(store, state, step.cycle)
-        blocked = {f"{flavour}/{wait.reason.value}" for flavour, waits in fitting.items() for wait in waits}
-        waste.open(fitting, {f: healthy - allocated for f, (allocated, healthy, _) in state.items()})
+        waits = _fitting_waits(store, state, step.cycle)
+        blocked = {f"{flavour}/{wait.reason.value}" for flavour, rows in waits.items() for wait in rows}
+        waste.open(waits, {f: healthy - allocated for f, (allocated, healthy, _) in state.items()})
         series.add(at, store.pending_count, store.holding_count, {
-            f: (allocated, healthy, fitting, any(key.startswith(f + "/") and key.split("/", 1)[1] in ADMISSIBLE
-                                                 for key in blocked))
+            f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for wait in waits.get(f, ())))
             for f, (allocated, healthy, fitting) in state.items()})
         last_step = at
         progress.update(at, store.pending_count, store.holding_count, len(jobs) - next_job, store.measured_open)
