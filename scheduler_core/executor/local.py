@@ -48,8 +48,10 @@ from .base import Executor, LaunchRequest, PodEvent, PodEventKind
 log = logging.getLogger(__name__)
 
 WRAPPER = Path(__file__).with_name("podwrap.py")
-#: How long SIGTERM (and SIGUSR1) wait for a just-started command to install its handler.
-SIGTERM_STARTUP_WINDOW_S = 5.0
+#: How long SIGTERM (and SIGUSR1) wait for a just-started command to install its handler; the stop's deadline
+#: (SIGKILL) is kept whatever this says. It only delays stopping a job preempted in its first seconds, so it is
+#: generous: a Python job importing its framework on a loaded node takes well over 5 s to reach its handler.
+SIGTERM_STARTUP_WINDOW_S = 30.0
 KILLED = -signal.SIGKILL
 TERMINATED = -signal.SIGTERM
 

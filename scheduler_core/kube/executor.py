@@ -73,8 +73,9 @@ class KubeExecutorConfig:
     #: A pod whose container started less than this ago, and whose job has not said (through the job contract
     #: helper's ``ready`` report) that it handles SIGTERM, is deleted only when it says so or this has passed, so a
     #: preemption in a pod's first moments does not kill a job that would have checkpointed. The stop's deadline
-    #: is kept.
-    sigterm_startup_window_s: float = 5.0
+    #: is kept. Generous, like the local executor's: it only delays stopping a pod in its first seconds, and a
+    #: Python job importing its framework on a loaded node takes well over 5 s to reach its handler.
+    sigterm_startup_window_s: float = 30.0
 
 
 class KubeUnavailable(ShoalError):
@@ -90,7 +91,7 @@ class _Gang:
     nodes: dict[int, str]
     started: set[int] = field(default_factory=set)
     ended: set[int] = field(default_factory=set)
-    persisted: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
+    persisted: tuple[frozenset[int], ...] = ()          # (started, ended, ready) as last annotated
     stopping: bool = False
     kill_by: float | None = None
     report_offset: int = 0
@@ -459,12 +460,14 @@ class KubernetesExecutor(Executor):
         return chunk[:end].splitlines()
 
     def _persist_reported(self, gang: _Gang) -> None:
-        state = (frozenset(gang.started), frozenset(gang.ended))
+        state = (frozenset(gang.started), frozenset(gang.ended), frozenset(gang.ready))
         if state == gang.persisted:
             return
         gang.persisted = state
+        # ``ready`` goes with the offset: an adopter reads the reports only from there, so it would never see the
+        # ranks' ``ready`` lines and would hold (then kill at the deadline) pods that handle SIGTERM.
         value = json.dumps({"attempt": gang.attempt, "started": sorted(state[0]), "ended": sorted(state[1]),
-                            "report_offset": gang.report_offset})
+                            "ready": sorted(state[2]), "report_offset": gang.report_offset})
         self._annotate(gang, {names.ANNOTATION_REPORTED: value})
 
     def _annotate(self, gang: _Gang, annotations: Mapping[str, str]) -> None:
@@ -558,8 +561,9 @@ class KubernetesExecutor(Executor):
         if reported is not None:
             gang.started = set(reported.get("started", ()))
             gang.ended = set(reported.get("ended", ()))
+            gang.ready = set(reported.get("ready", ()))
             gang.report_offset = int(reported.get("report_offset", 0))
-            gang.persisted = (frozenset(gang.started), frozenset(gang.ended))
+            gang.persisted = (frozenset(gang.started), frozenset(gang.ended), frozenset(gang.ready))
         return gang
 
     def _read_reported(self, gang_name: str, attempt: int) -> dict[str, Any] | None:
