@@ -9,6 +9,7 @@
   SHOAL_HUB_USERS        users and their teams (default deploy/hub/users.yaml beside this file)
   SHOAL_HUB_PASSWORD     the demo password every listed user logs in with
   SHOAL_REAPER_TIMEOUT   idle limit of the reaper (default 1h); SHOAL_REAPER_EVERY, time between sweeps (5m)
+  SHOAL_REAPER_BORROWED_TIMEOUT  idle limit of a notebook on slices its team borrowed (default 10m)
 
 Production uses the same spawner and reaper with any JupyterHub authenticator that sets groups (see
 docs/notebooks.md for the Kubernetes config).
@@ -61,6 +62,7 @@ c.JupyterHub.services = [
         "name": "shoal-reaper",
         "command": [sys.executable, "-m", "hub_spawner.reaper",
                     "--timeout", os.environ.get("SHOAL_REAPER_TIMEOUT", "1h"),
+                    "--borrowed-timeout", os.environ.get("SHOAL_REAPER_BORROWED_TIMEOUT", "10m"),
                     "--cull-every", os.environ.get("SHOAL_REAPER_EVERY", "5m"),
                     "--proxy-url", public_url, "--shoal-url", shoal_url],
     },

@@ -31,6 +31,7 @@ class NotebookJob:
     queue_position: int | None = None  # 1 = next in its team's queue
     estimated_start: float | None = None
     node: str | None = None            # where it was placed, once admitted
+    admitted_as: str | None = None     # "nominal" (the team's guaranteed quota) or "borrowed" (lent by others)
     devices: tuple[str, ...] = ()      # CUDA_VISIBLE_DEVICES entries of the grant (MIG-… UUIDs or GPU ids)
     exit_code: int | None = None
     message: str = ""                  # the scheduler's last word on it (why it ended, for example)

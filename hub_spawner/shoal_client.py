@@ -17,7 +17,7 @@ def notebook_job(view: JobView, stop_reason: str = "") -> NotebookJob:
         flavour=view.placement.flavour if view.placement else view.spec.flavour[0],
         reason=view.reason, reason_message=view.reason_message, queue_position=view.position,
         estimated_start=view.estimated_start.timestamp() if view.estimated_start else None,
-        node=pod.node if pod else None, devices=tuple(pod.devices) if pod else (),
+        node=pod.node if pod else None, admitted_as=view.admitted_as, devices=tuple(pod.devices) if pod else (),
         exit_code=view.exit_code, message=stop_reason or view.message,
         submitted_at=view.submitted_at.timestamp(),
         started_at=view.started_at.timestamp() if view.started_at else None,

@@ -21,6 +21,8 @@ from .gpu import NvmlUtilisation
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m hub_spawner.reaper", description=__doc__)
     parser.add_argument("--timeout", default="1h", help="idle limit (default 1h)")
+    parser.add_argument("--borrowed-timeout", default="10m",
+                        help="idle limit of a notebook on slices its team borrowed (default 10m)")
     parser.add_argument("--cull-every", default="5m", help="time between sweeps (default 5m)")
     parser.add_argument("--proxy-url", default=os.environ.get("JUPYTERHUB_PUBLIC_URL", "http://127.0.0.1:8000"),
                         help="where the notebook servers are reached (the hub's public URL)")
@@ -38,7 +40,8 @@ async def _run(args: argparse.Namespace) -> None:
         scheduler = ShoalClientScheduler(args.shoal_url, token)
     reaper = Reaper(hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api").rstrip("/"),
                     proxy_url=args.proxy_url, token=token, scheduler=scheduler, gpu=NvmlUtilisation.try_open(),
-                    limit=parse_duration(args.timeout), gpu_busy_percent=args.gpu_busy_percent)
+                    limit=parse_duration(args.timeout), borrowed_limit=parse_duration(args.borrowed_timeout),
+                    gpu_busy_percent=args.gpu_busy_percent)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -43,8 +43,10 @@ class Verdict:
     idle_for: float = 0.0
 
 
-def is_idle(activity: ServerActivity, now: float, limit: float, gpu_busy_percent: float = 5.0) -> Verdict:
-    """Whether to reap the server now, and why (or why not) in words a user understands."""
+def is_idle(activity: ServerActivity, now: float, limit: float, gpu_busy_percent: float = 5.0, *,
+            on_borrowed: bool = False) -> Verdict:
+    """Whether to reap the server now, and why (or why not) in words a user understands. ``on_borrowed``: the
+    notebook runs on slices its team borrowed, and ``limit`` is the shorter one for those (the reason says so)."""
     busy = [k.id for k in activity.kernels or () if k.execution_state in BUSY_KERNEL_STATES]
     if busy:
         return Verdict(False, f"kernel {busy[0]} is busy")
@@ -64,4 +66,5 @@ def is_idle(activity: ServerActivity, now: float, limit: float, gpu_busy_percent
         return Verdict(False, f"active {format_wait(idle_for)} ago ({newest})", idle_for)
     since = time.strftime("%H:%M", time.localtime(latest)) if latest else "its start"
     return Verdict(True, f"idle for {format_wait(idle_for).removeprefix('about ')}: no hub, kernel or GPU "
-                         f"activity since {since} (limit {format_wait(limit).removeprefix('about ')})", idle_for)
+                         f"activity since {since} (limit {format_wait(limit).removeprefix('about ')}"
+                         f"{' on slices borrowed from another team' if on_borrowed else ''})", idle_for)

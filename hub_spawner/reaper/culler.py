@@ -5,6 +5,9 @@ id); each server is asked for its kernels; the GPU figure comes from NVML or the
 decides. A server found idle first has its job cancelled with the reason (so the scheduler keeps it as the job's
 message, and the spawn page tells the user why), then is stopped through the hub, which releases the slice. An error
 with one server is logged and the sweep goes on. ``clock`` is the only source of time, so tests can move it.
+
+A notebook on slices its team borrowed (the scheduler lets notebooks borrow because they are reclaimable when idle)
+gets the shorter ``borrowed_limit``: the lender may want its slice back, and the scheduler never stops a notebook.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..scheduler import NotebookScheduler, SchedulerRefused, SchedulerUnavailable
+from ..scheduler import NotebookJob, NotebookScheduler, SchedulerRefused, SchedulerUnavailable
 from .arbiter import KernelActivity, ServerActivity, Verdict, is_idle
 from .gpu import GpuUtilisationSource
 
@@ -55,6 +58,8 @@ class Reaper:
     scheduler: NotebookScheduler | None = None
     gpu: GpuUtilisationSource | None = None
     limit: float = 3600.0
+    #: Idle limit of a notebook running on borrowed slices (the scheduler's ``admitted_as``).
+    borrowed_limit: float = 600.0
     gpu_busy_percent: float = 5.0
     clock: Callable[[], float] = time.time
     http: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=10.0))
@@ -99,7 +104,8 @@ class Reaper:
         state = server.get("state") or {}
         job_id = state.get("job_id")
         kernels = await self._kernels(server["url"])
-        gpu_now = await self._gpu_utilization(job_id)
+        job = await self._job(job_id)
+        gpu_now = await self._gpu_utilization(job)
         key = (user, server_name)
         if gpu_now is not None and gpu_now >= self.gpu_busy_percent:
             self._gpu_last_busy[key] = now
@@ -107,7 +113,9 @@ class Reaper:
             user=user, server_name=server_name, started=parse_time(server.get("started")),
             hub_last_activity=parse_time(server.get("last_activity")), kernels=kernels,
             gpu_utilization=gpu_now, gpu_last_busy=self._gpu_last_busy.get(key))
-        verdict = is_idle(activity, now, self.limit, self.gpu_busy_percent)
+        borrowed = job is not None and job.admitted_as == "borrowed"
+        verdict = is_idle(activity, now, self.borrowed_limit if borrowed else self.limit, self.gpu_busy_percent,
+                          on_borrowed=borrowed)
         if not verdict.idle:
             log.debug("reaper: keeping %s/%s: %s", user, server_name, verdict.reason)
             return Decision(user, server_name, job_id, verdict, stopped=False)
@@ -134,12 +142,16 @@ class Reaper:
         return tuple(KernelActivity(k["id"], k.get("execution_state", "unknown"), parse_time(k.get("last_activity")))
                      for k in reply.json())
 
-    async def _gpu_utilization(self, job_id: str | None) -> float | None:
+    async def _job(self, job_id: str | None) -> NotebookJob | None:
         if not job_id or self.scheduler is None:
             return None
         try:
-            job = await self.scheduler.get(job_id)
+            return await self.scheduler.get(job_id)
         except (SchedulerRefused, SchedulerUnavailable):
+            return None
+
+    async def _gpu_utilization(self, job: NotebookJob | None) -> float | None:
+        if job is None or self.scheduler is None:
             return None
         if self.gpu is not None and job.devices:
             figure = self.gpu.utilisation(job.devices)

@@ -23,7 +23,7 @@ from .fairshare import cluster_capacity, dominant_share, request_rates
 from .ordering import TeamOrder, band_hint, team_queues
 from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
 from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
-from .quota import QuotaClock, QuotaLedger, Verdict
+from .quota import QuotaClock, QuotaLedger, Verdict, may_borrow
 from .reservation import Slot, Timeline, add_holds, job_end
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, RunningJob, Snapshot, band_of
 
@@ -253,8 +253,8 @@ class _Cycle:
         klass = None
         if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.victims_for:
             widened = True if request.topology_level is None else self._widened(pending)
-            klass = (request.team, request.shape, request.priority_class, request.preemptible, widened,
-                     self._block_cap(pending))
+            klass = (request.team, request.shape, request.priority_class, request.preemptible, may_borrow(request),
+                     widened, self._block_cap(pending))
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
                     and (known.quota is None or known.quota == self._quota_state(request))):
@@ -371,7 +371,8 @@ class _Cycle:
                 misses.append((index, f, pool, verdict, Miss(
                     Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
                     f"fits the team's nominal {f} quota, which is lent out; no borrower can be stopped for it "
-                    f"yet (all inside their minimum run time, or far larger than this job)")))
+                    f"yet (all inside their minimum run time, far larger than this job, or notebooks, which "
+                    f"give their slices back when they end or go idle)")))
                 continue
             known_miss = self._known_miss(pending, pool, ctx)
             if known_miss is not None:
@@ -561,7 +562,8 @@ class _Cycle:
         waiting.planned = True
 
     def _reclaim_after(self, request: JobRequest, flavour: str) -> float:
-        """When a borrower in the job's cohort can first be preempted for it (minimum run time), or ends."""
+        """When a borrower in the job's cohort can first be preempted for it (minimum run time), or ends (a
+        borrowed notebook is never preempted: it gives its units back when it ends or the reaper finds it idle)."""
         cohort = self.snapshot.teams[request.team].cohort
         ready = self._reclaim_ready.get((cohort, flavour))
         if ready is None:
@@ -571,8 +573,9 @@ class _Cycle:
                 if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
                         or job.request.id in self.leaving or other is None or other.cohort != cohort):
                     continue
-                at = job.started_at + self.config.min_run_time_s + self._grace(job)
-                ready.append((min(at, job_end(job, self.now)), job.request.team))
+                end = job_end(job, self.now)
+                at = job.started_at + self.config.min_run_time_s + self._grace(job) if job.request.preemptible else end
+                ready.append((min(at, end), job.request.team))
             ready.sort()
             self._reclaim_ready[(cohort, flavour)] = ready
         for at, team in ready:
@@ -891,7 +894,8 @@ class _Cycle:
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
-        cohort's pool at all? (Borrowers inside their minimum run time or already leaving do not count.)"""
+        cohort's pool at all? (Borrowers inside their minimum run time, already leaving or non-preemptible — a
+        borrowed notebook — do not count.)"""
         key = (flavour, cohort)
         by_team = self._borrowed_units.get(key)
         if by_team is None:
@@ -899,8 +903,8 @@ class _Cycle:
             for v in self._candidates_for(flavour, Band.GUARANTEED):
                 team = v.job.request.team
                 other = self.snapshot.teams.get(team)
-                if (not v.scavenger and v.job.admitted_as is AdmittedAs.BORROWED and other is not None
-                        and other.cohort == cohort and v.id not in self.leaving):
+                if (not v.scavenger and v.job.admitted_as is AdmittedAs.BORROWED and v.job.request.preemptible
+                        and other is not None and other.cohort == cohort and v.id not in self.leaving):
                     by_team[team] = by_team.get(team, 0) + v.job.request.units
             self._borrowed_units[key] = by_team
         return deficit <= sum(by_team.values()) - by_team.get(request.team, 0)
@@ -972,7 +976,7 @@ class _Cycle:
         request = pending.request
         self.blocked_reservations += 1
         self._hold(request, slot)
-        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not request.preemptible))
+        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not may_borrow(request)))
         self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True

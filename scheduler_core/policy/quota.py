@@ -26,10 +26,19 @@ from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from ..model.job import PriorityClass
+from ..model.job import JobKind, PriorityClass
 from .decisions import Reason
 from ..model.team import Quota
 from .snapshot import AdmittedAs, JobRequest, RunningJob, TeamState
+
+
+def may_borrow(request: JobRequest) -> bool:
+    """Whether the job may run above its team's nominal quota. Borrowed units must come back to their lender:
+    preemptible work checkpoints and leaves when reclaimed. A notebook is non-preemptible (a human is typing in
+    it) but, as DESIGN §4 has it, reclaimable when idle: the idle reaper ends a notebook on borrowed slices
+    sooner than one within its team's quota. Other non-preemptible work (jobs that cannot checkpoint) runs only
+    within nominal quota: nothing would ever give its units back."""
+    return request.preemptible or request.kind is JobKind.NOTEBOOK
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +245,7 @@ class QuotaLedger:
         if nominal_usage + request.units <= quota.nominal:
             deficit = min(0, pool) - pool_after
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
-        if not request.preemptible:
+        if not may_borrow(request):
             return Verdict(None, Reason.QUOTA_FULL,
                            f"non-preemptible work runs only within nominal quota: {nominal_usage} of "
                            f"{quota.nominal} {flavour} in use, needs {request.units}")
@@ -297,7 +306,7 @@ class QuotaClock:
     def free_at(self, request: JobRequest, flavour: str, reason: Reason, nominal_only: bool = False) -> float | None:
         """The earliest instant quota could admit ``request`` (``None``: never, as configured);
         ``nominal_only``: it may not borrow (a reserved non-preemptible job of its team needs the nominal)."""
-        preemptible = request.preemptible and not nominal_only
+        preemptible = may_borrow(request) and not nominal_only
         key = (request.team, flavour, request.units, reason, preemptible)
         changes = self._changes.get(self._key(request.team, flavour))
         version = changes.version if changes else 0

@@ -20,6 +20,7 @@ class FakeScheduler(NotebookScheduler):
     team_limit: dict[tuple[str, str], int] = field(default_factory=dict)
     utilization: dict[str, float] = field(default_factory=dict)
     devices: dict[str, tuple[str, ...]] = field(default_factory=dict)   # job id → devices its grant names
+    borrowed: set[str] = field(default_factory=set)   # job ids admitted on borrowed slices (the rest nominal)
     refuse: SchedulerRefused | None = None
     unreachable: int = 0                  # this many calls fail with SchedulerUnavailable first
     jobs: dict[str, NotebookJob] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class FakeScheduler(NotebookScheduler):
             else:
                 self.jobs[job_id] = replace(job, state="ADMITTED", reason=None, queue_position=None,
                                             node="mig-a-n00",
+                                            admitted_as="borrowed" if job_id in self.borrowed else "nominal",
                                             devices=self.devices.get(job_id, (f"MIG-fake-{job_id}",)))
 
     async def get(self, job_id: str) -> NotebookJob:

@@ -98,3 +98,32 @@ def test_one_sweep_stops_only_the_servers_quiet_by_every_measure() -> None:
     reason = decisions["idle-ann"].verdict.reason
     assert reason.startswith("idle for 1 h 5") and "no hub, kernel or GPU activity" in reason
     assert scheduler.cancel_reasons == {"j1": f"stopped by the idle reaper: {reason}"}
+
+
+def test_a_notebook_on_borrowed_slices_is_reaped_after_the_shorter_borrowed_limit() -> None:
+    """Notebooks may borrow because they are reclaimable when idle: 20 quiet minutes stop one on borrowed slices
+    (limit 10 min), and keep one within its team's quota (limit 1 h)."""
+    hub = Hub()
+    hub.pages = [[{"name": "lent-gus", "servers": {"": server("j1", NOW - 1200)}}],
+                 [{"name": "own-hal", "servers": {"": server("j2", NOW - 1200)}}]]
+    hub.kernels = {"j1": [{"id": "k1", "execution_state": "idle", "last_activity": iso(NOW - 1200)}],
+                   "j2": [{"id": "k2", "execution_state": "idle", "last_activity": iso(NOW - 1200)}]}
+    scheduler = FakeScheduler(pool={"h100-mig-1g": 10}, borrowed={"j1"})
+
+    async def scenario() -> dict[str, Any]:
+        for n in (1, 2):
+            await scheduler.submit(JobSpec(name=f"nb{n}", team="fraud-ml", kind="notebook",
+                                           flavour="h100-mig-1g", command=["x"], preemptible=False),
+                                   idempotency_key=str(n))
+        reaper = Reaper(hub_api_url="http://hub/hub/api", proxy_url="http://proxy", token="reaper-token",
+                        scheduler=scheduler, limit=3600, borrowed_limit=600, clock=lambda: NOW,
+                        http=httpx.AsyncClient(transport=httpx.MockTransport(hub.handle)))
+        decisions = await reaper.cull_idle()
+        await reaper.http.aclose()
+        return {d.user: d for d in decisions}
+
+    decisions = asyncio.run(scenario())
+    assert {u: d.stopped for u, d in decisions.items()} == {"lent-gus": True, "own-hal": False}
+    assert hub.deleted == ["/hub/api/users/lent-gus/server"]
+    assert "(limit 10 min on slices borrowed from another team)" in decisions["lent-gus"].verdict.reason
+    assert scheduler.cancel_reasons["j1"].endswith(decisions["lent-gus"].verdict.reason)

@@ -3,6 +3,7 @@
 * no GPU or MIG slice is ever held by two jobs;
 * a gang is admitted whole (every pod, one flavour it asked for) or not at all;
 * no team runs above nominal + borrowing limit, and no team lends more than its lending limit;
+* only preemptible work and notebooks borrow, and non-preemptible work is never preempted (but as scavenger);
 * every job that does not start has exactly one reason and a queue position;
 * the reserved head job's estimated start never moves later because of a job backfilled around it;
 * the same snapshot, in any order, gives the same decisions.
@@ -21,9 +22,10 @@ from hypothesis import strategies as st
 from scheduler_core.bench.world import World
 from scheduler_core.model import Quota
 from scheduler_core.model.flavours import FLAVOURS
-from scheduler_core.model.job import TopologyLevel
+from scheduler_core.model.job import JobKind, TopologyLevel
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.decisions import CycleResult, Reason
+from scheduler_core.policy.preemption import is_scavenger
 from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, RunningJob, Snapshot, TeamState)
 
 from .builders import H, make_cluster, make_job
@@ -81,6 +83,8 @@ def worlds(draw: Any, one_team: bool = False) -> tuple[World, list[float]]:
             job = job.required(level) if draw(st.booleans()) else job.preferred(level)
         if draw(st.integers(0, 5)) == 0:
             job = job.non_preemptible()
+        elif mig and draw(st.integers(0, 3)) == 0:
+            job = job.non_preemptible().kind("notebook")
         request = job.build()
         pending.append(PendingJob(request, request.submitted_at))
         runtimes[request.id] = draw(st.floats(0.2, 1.0)) * request.time_limit_s
@@ -161,10 +165,17 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     units = held_units(snap.running) + held_units(
         RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)
     assert len(units) == len(set(units))
-    # Preemption goes strictly down the bands, never on a job already leaving.
+    # Only work that gives borrowed units back borrows: preemptible work, or a notebook (the reaper's).
+    for a in result.admits:
+        request = pending[a.job_id].request
+        if a.admitted_as is AdmittedAs.BORROWED:
+            assert request.preemptible or request.kind is JobKind.NOTEBOOK, (a, request)
+    # Preemption goes strictly down the bands, never on a job already leaving, never on non-preemptible work
+    # (a borrowed notebook included) unless it runs as scavenger.
     running = {r.request.id: r for r in snap.running}
     for p in result.preempts:
         assert not running[p.job_id].terminating
+        assert running[p.job_id].request.preemptible or is_scavenger(running[p.job_id]), p
     assert len({p.job_id for p in result.preempts}) == len(result.preempts)
 
 

@@ -70,6 +70,16 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
          0.0, [("wait", "a", "QuotaFull", 1, None)]),
+    Case("a notebook, non-preemptible but reclaimable when idle (by the reaper), borrows idle cohort quota",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
+         .pending(make_job("nb").pods(1, 1).non_preemptible().kind("notebook")).build(),
+         0.0, [("admit", "nb", "borrowed", "b0-n00:0")]),
+    Case("... and a lender's reclaim never stops it: the lender's job waits for it to end or go idle",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0).team("search", h100=8)
+         .run(make_job("nb").pods(1, 8).non_preemptible().kind("notebook"), "b0-n00", admitted="borrowed",
+              started=-4000)
+         .pending(make_job("s").team("search").pods(1, 8)).build(),
+         0.0, [("wait", "s", "WaitingForCapacity", 1, 4 * H - 4000)]),
     Case("a borrowed job does not use up its team's nominal: non-preemptible work still fits it",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
          .run(make_job("r").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed", started=-4000)
