@@ -292,6 +292,7 @@ class Controller:
                 continue
             stop = Stop.PREEMPT if preempt.requeue else Stop.POLICY_END
             gang.preempt_reason = preempt.reason
+            gang.avoid.update(preempt.avoid)
             self._stop(gang, stop, grace_s=preempt.grace_s, requeue=preempt.requeue, now=now, report=None,
                        message=f"preempted: {preempt.reason}")
             report.preempted.append(preempt.job_id)
@@ -421,7 +422,8 @@ class Controller:
             return _Outcome(JobState.FAILED, JobState.FAILED.value, exit_code,
                             f"{gang.message}; restart budget of {record.spec.max_restarts} spent")
         if gang.stop is Stop.PREEMPT:
-            return _Outcome(JobState.PENDING, Why.PREEMPTED, exit_code, gang.message)
+            return _Outcome(JobState.PENDING, Why.PREEMPTED, exit_code, gang.message,
+                            avoid_nodes=tuple(sorted(gang.avoid)))
         if gang.stop is Stop.POLICY_END:
             state = JobState.TIMED_OUT if gang.preempt_reason is PreemptReason.TIME_LIMIT else JobState.CANCELLED
             return _Outcome(state, state.value, exit_code, gang.message)

@@ -948,7 +948,9 @@ class _Cycle:
                 by_team = self._borrowed_units.get((job.placement.flavour, other.cohort))
                 if by_team is not None and job.request.team in by_team:
                     by_team[job.request.team] -= job.request.units
-            self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id))
+            avoid = found.placement.nodes if mode == "migrate" else ()
+            self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id,
+                                         avoid=avoid))
             self._mark_leaving(job, self.now + grace)
             self._claimed.add(job.request.id)
             latest = max(latest, self.now + grace)

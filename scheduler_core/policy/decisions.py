@@ -53,6 +53,9 @@ class Preempt:
     grace_s: float
     requeue: bool = True
     for_job: str | None = None
+    #: Nodes it must not come back to: a job moved so a gang can have them would otherwise take them back from
+    #: that gang when it restarts (and be moved again).
+    avoid: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

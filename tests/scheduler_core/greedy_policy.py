@@ -25,9 +25,9 @@ class GreedyPolicy:
         self._relabels: list[Relabel] = []
 
     def preempt(self, job_id: str, reason: PreemptReason = PreemptReason.RECLAIM, *, grace_s: float = 300.0,
-                requeue: bool = True) -> None:
+                requeue: bool = True, avoid: tuple[str, ...] = ()) -> None:
         """Preempt ``job_id`` in the next cycle."""
-        self._asked.append(Preempt(job_id, reason, grace_s, requeue))
+        self._asked.append(Preempt(job_id, reason, grace_s, requeue, avoid=avoid))
 
     def relabel(self, job_id: str, admitted_as: AdmittedAs, for_job: str) -> None:
         """Relabel ``job_id`` in the next cycle."""

@@ -183,6 +183,23 @@ def test_preemption_checkpoints_requeues_at_the_front_and_resumes_from_the_check
         ("preempt", "Reclaim"), ("checkpoint", "CheckpointWritten"), ("requeue", "Preempted")]
 
 
+def test_a_job_moved_for_a_gang_comes_back_elsewhere_not_on_the_gangs_nodes() -> None:
+    world = World()
+    behaviour = SimBehaviour(work_s=1000.0, start_latency_s=0.0, checkpoint_interval_s=None, checkpoint_cost_s=10.0)
+    moved = world.submit(make_spec("moved").pods(1, 8).build(), behaviour)
+    reclaimed = world.submit(make_spec("reclaimed").pods(1, 8).build(), behaviour)
+    world.step(0.0)
+    left = {world.job(moved).placement.pods[0].node, world.job(reclaimed).placement.pods[0].node}
+    world.policy.preempt(moved, PreemptReason.DEFRAGMENT, grace_s=60.0, avoid=tuple(sorted(left)))
+    world.policy.preempt(reclaimed, PreemptReason.RECLAIM, grace_s=60.0)
+    world.step(100.0)
+    report = world.step(110.0)                 # both checkpoint and exit, and are admitted again at once
+    assert sorted(report.requeued) == sorted([moved, reclaimed]) and sorted(report.admitted) == sorted(report.requeued)
+    assert world.job(moved).avoid_nodes == frozenset(left)
+    assert {pod.node for pod in world.job(moved).placement.pods}.isdisjoint(left)
+    assert world.job(reclaimed).avoid_nodes == frozenset()
+
+
 def test_the_policy_reclaims_borrowers_and_usage_is_split_nominal_and_borrowed() -> None:
     half_life = 3600.0
     world = World(policy_config=PolicyConfig(usage_half_life_s=half_life))

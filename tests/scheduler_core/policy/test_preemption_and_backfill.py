@@ -171,9 +171,11 @@ def _fragmented(extra_moves_in_flight: bool = False) -> Snapshot:
 
 
 def test_defragment_moves_small_jobs_out_of_the_block_a_gang_needs() -> None:
-    """The gang moves the four trials itself (and waits for them to leave), or, when it may not move work
-    (``migrate_max_moves=0``), the defragmenter moves them for the next big shape."""
-    assert decisions(run_cycle(_fragmented(), 0.0)) == [
+    """The gang moves the four trials itself (and waits for them to leave; they may not come back to its nodes),
+    or, when it may not move work (``migrate_max_moves=0``), the defragmenter moves them for the next big shape."""
+    moved = run_cycle(_fragmented(), 0.0)
+    assert {p.avoid for p in moved.preempts} == {tuple(nodes_of("b0", 4))}
+    assert decisions(moved) == [
         ("preempt", "t0", "Defragment", 300.0, True, "gang"), ("preempt", "t1", "Defragment", 300.0, True, "gang"),
         ("preempt", "t2", "Defragment", 300.0, True, "gang"), ("preempt", "t3", "Defragment", 300.0, True, "gang"),
         ("reserve", "gang", " ".join(nodes_of("b0", 4)), 300.0),
