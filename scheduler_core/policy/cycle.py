@@ -437,8 +437,7 @@ class _Cycle:
         if request.id in self._block_caps:
             return self._block_caps[request.id]
         cap: int | None
-        if all(pool.max_blocks(request) is None for f in request.flavours
-               if (pool := self.cap.pools.get(f)) is not None):
+        if not self._block_sized(request):
             cap = 0
         elif self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
             cap = None
@@ -446,6 +445,18 @@ class _Cycle:
             cap = 0 if self._compact_in_reach(pending) else 1
         self._block_caps[request.id] = cap
         return cap
+
+    def _block_sized(self, request: JobRequest) -> bool:
+        """A ``preferred`` gang as large as a block of a flavour it may use (the block cap applies to it)."""
+        return any(pool.max_blocks(request) is not None for f in request.flavours
+                   if (pool := self.cap.pools.get(f)) is not None)
+
+    def _fills_blocks(self, request: JobRequest) -> bool:
+        """A gang at least as large as a block of a flavour it may use, whatever its topology: it needs whole
+        blocks (or most of several), which small jobs fragment."""
+        return request.pods > 1 and any(
+            0 < pool.block_pods(request.units_per_pod) <= request.pods
+            for f in request.flavours if (pool := self.cap.pools.get(f)) is not None)
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
         """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this
@@ -1007,9 +1018,14 @@ class _Cycle:
     def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
                        misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
         """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
-        when that costs less). Returns True when it preempted instead."""
+        when that costs less). Returns True when it preempted instead.
+
+        A gang as large as a block may move jobs out of its way even when it is not among the jobs that hold
+        reservations: it waits for whole blocks, which small jobs fragment, and moving them (each fits elsewhere
+        now and restarts at once) is how it gets one, whatever its place in the cycle's order."""
         request = pending.request
-        if not self._may_reserve(pending):
+        may_reserve = self._may_reserve(pending)
+        if not may_reserve and not self._fills_blocks(request):
             return False
         best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
         for entry in misses:
@@ -1028,6 +1044,8 @@ class _Cycle:
                         and self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="migrate",
                                               slot=slot_f)):
                     return True
+        if not may_reserve:
+            return False
         far = self.config.reservation_preempt_after_s
         if request.pods > 1 and (best is None or best[0] - self.now > far):
             for index, f, pool, verdict, miss in misses:

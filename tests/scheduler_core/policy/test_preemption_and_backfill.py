@@ -27,11 +27,13 @@ def lender_and_borrower() -> Any:
     return make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(0, 16)).team("search", h100=16)
 
 
-def one_job_in_the_way(free_in_b1: int, preemptible: bool = True, b1_started: float = -4000) -> Snapshot:
+def one_job_in_the_way(free_in_b1: int, preemptible: bool = True, b1_started: float = -4000,
+                       max_reservations: int = 8) -> Snapshot:
     """A whole-block gang of fraud's waits; block b0 is free but for one 8-GPU job of search's (running for
     4,000 s of its 4 h); block b1 has ``free_in_b1`` free nodes, the others busy since ``b1_started``."""
     job = make_job("s").team("search").pods(1, 8)
     builder = (make_snapshot(make_cluster().block("b0", 4).block("b1", 4))
+               .config(max_reservations=max_reservations)
                .team("fraud", h100=32).team("search", h100=40)
                .run(job if preemptible else job.non_preemptible(), "b0-n03", started=-4000))
     for k in range(4 - free_in_b1):
@@ -80,6 +82,10 @@ CASES = [
           ("wait", "a", "PreemptingVictims", 1, 300.0)]),
     Case("a gang waiting for one block moves a smaller job off it when that job fits elsewhere now",
          lambda: one_job_in_the_way(1), 0.0,
+         [("preempt", "s", "Defragment", 300.0, True, "g"), ("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 300.0),
+          ("wait", "g", "PreemptingVictims", 1, 300.0)]),
+    Case("... even when it is not among the jobs that may hold reservations (it needs a whole block)",
+         lambda: one_job_in_the_way(1, max_reservations=0), 0.0,
          [("preempt", "s", "Defragment", 300.0, True, "g"), ("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 300.0),
           ("wait", "g", "PreemptingVictims", 1, 300.0)]),
     Case("... but not when it fits nowhere else: the gang reserves the block instead",
