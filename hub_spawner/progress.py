@@ -64,7 +64,9 @@ def progress_event(job: NotebookJob, now: float) -> ProgressEvent:
     if job.state == "ADMITTED":
         where = f" on {job.node}" if job.node else ""
         devices = f" ({', '.join(job.devices)})" if job.devices else ""
-        return {"progress": 60, "message": f"Slice granted{where}{devices}; starting the notebook server"}
+        lent = (" (borrowed from another team, as your team's slices are in use: the idle reaper gives it back "
+                "sooner than one of your own)" if job.admitted_as == "borrowed" else "")
+        return {"progress": 60, "message": f"Slice granted{where}{devices}{lent}; starting the notebook server"}
     if job.state == "RUNNING":
         return {"progress": 80, "message": "Notebook server running; waiting for it to answer"}
     if job.finished:
