@@ -87,10 +87,15 @@ class Pool:
         level = request.topology_level
         if level is None or level >= TopologyLevel.CLUSTER or request.topology_required:
             return None
-        per_block = self.block_pods(request.units_per_pod)
-        if not per_block or request.pods < per_block:
+        if not self.fills_blocks(request):
             return None
-        return -(-request.pods // per_block)
+        return -(-request.pods // self.block_pods(request.units_per_pod))
+
+    def fills_blocks(self, request: JobRequest) -> bool:
+        """A gang at least as large as a block, whatever its topology: it needs whole blocks (or most of
+        several), which small jobs fragment."""
+        per_block = self.block_pods(request.units_per_pod)
+        return request.pods > 1 and 0 < per_block <= request.pods
 
     def block_limit(self, request: JobRequest, extra: int | None) -> int | None:
         """``max_blocks`` plus ``extra`` blocks (``PlaceContext.block_cap``); ``None``: no limit."""

@@ -452,11 +452,8 @@ class _Cycle:
                    if (pool := self.cap.pools.get(f)) is not None)
 
     def _fills_blocks(self, request: JobRequest) -> bool:
-        """A gang at least as large as a block of a flavour it may use, whatever its topology: it needs whole
-        blocks (or most of several), which small jobs fragment."""
-        return request.pods > 1 and any(
-            0 < pool.block_pods(request.units_per_pod) <= request.pods
-            for f in request.flavours if (pool := self.cap.pools.get(f)) is not None)
+        """A gang at least as large as a block of a flavour it may use (``Pool.fills_blocks``)."""
+        return any(pool.fills_blocks(request) for f in request.flavours if (pool := self.cap.pools.get(f)) is not None)
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
         """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this

@@ -106,9 +106,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     last_step = -math.inf
     idle_gap = config.idle_step_s
     cycles = node_failures = 0
-    fitting_wait_s: dict[str, float] = {}
     preempt_reasons: dict[str, int] = {}
-    blocked: set[str] | None = None
     waste = WasteLedger({f: FLAVOURS[f].units_per_gpu for f in store.flavours})
     while next_job < len(jobs) or store.measured_open > 0:
         keepalive = last_step + idle_gap if store.pending_count > 0 else math.inf
@@ -155,12 +153,9 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         store.deadlines.clear()
         idle_gap = config.idle_step_s if store.changes != before else min(idle_gap * 2, config.idle_step_max_s)
         state = store.cluster_state()
-        if blocked is not None and last_step >= workload.window[0]:
-            for key in blocked:
-                fitting_wait_s[key] = fitting_wait_s.get(key, 0.0) + at - last_step
+        if last_step >= workload.window[0]:
             waste.charge(at - last_step)
         waits = _fitting_waits(store, state, step.cycle)
-        blocked = {f"{flavour}/{wait.reason.value}" for flavour, rows in waits.items() for wait in rows}
         waste.open(waits, {f: healthy - allocated for f, (allocated, healthy, _) in state.items()})
         series.add(at, store.pending_count, store.holding_count, {
             f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for wait in waits.get(f, ())))
@@ -174,7 +169,7 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
     return RunRecord(
         workload=workload.name, policy=name, seed=config.seed, window=workload.window, end=end, quotas=quotas,
         units_per_gpu={f: FLAVOURS[f].units_per_gpu for f in store.flavours}, block_gpus=block_gpus(nodes),
-        jobs=logs, series=series, fitting_wait_s=fitting_wait_s, preempt_reasons=preempt_reasons,
+        jobs=logs, series=series, preempt_reasons=preempt_reasons,
         node_failures=node_failures, cycles=cycles, waste=waste,
         wall_s=time.perf_counter() - started, notes=workload.notes)
 

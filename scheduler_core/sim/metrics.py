@@ -11,8 +11,9 @@ Definitions (the report repeats them):
   and a big job waiting for a hole it cannot fit does not). Healthy means a ready node outside the hot spares,
   plus spares while they hold a restarted gang. MIG slices count as a seventh of a GPU.
   **utilization_while_waiting_in_window** is the same inside the workload's window only (the day itself, not the
-  drain after it); **utilization_while_admissible_waiting** is the same over the spans where such a job waited for a reason other
-  than quota (capacity, topology, a reservation, victims leaving), by the policy's own reasons; and
+  drain after it); **utilization_while_admissible_waiting** is the same over the spans where such a job waited
+  for a reason other than quota (capacity, topology, a reservation, victims leaving), by the policy's own
+  reasons; and
   **fitting_wait_hours_by_reason** says, per flavour and reason, how long such jobs waited.
   **idle_gpu_hours_while_waiting** is the waste itself: healthy GPUs left idle over those spans, in GPU-hours.
 * **in_quota**: at submission, the team's allocated plus earlier pending units of the job's flavour, plus the job,

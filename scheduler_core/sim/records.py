@@ -124,8 +124,6 @@ class RunRecord:
     block_gpus: int                               # whole-GPU capacity of the largest block (placement rule)
     jobs: list[JobLog]
     series: Series
-    #: Seconds during which a pending job that would fit the idle units by count waited, by "flavour/reason".
-    fitting_wait_s: dict[str, float] = field(default_factory=dict)
     #: Preemptions the policy decided from the window's start, by ``PreemptReason`` (a decision, whether or not
     #: the job was still running when it was applied).
     preempt_reasons: dict[str, int] = field(default_factory=dict)
@@ -133,5 +131,11 @@ class RunRecord:
     cycles: int = 0
     wall_s: float = 0.0
     notes: tuple[str, ...] = ()
-    #: The idle GPUs of the fitting waits, shared among the jobs that waited (``--explain-waste``).
+    #: The idle GPUs of the fitting waits, shared among the jobs that waited (``--explain-waste``), and how long
+    #: such jobs waited by "flavour/reason".
     waste: WasteLedger | None = None
+
+    @property
+    def fitting_wait_s(self) -> dict[str, float]:
+        """Seconds during which a pending job that would fit the idle units by count waited, by "flavour/reason"."""
+        return self.waste.wait_s if self.waste is not None else {}

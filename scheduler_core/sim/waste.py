@@ -30,29 +30,36 @@ class Waste:
 
 
 class WasteLedger:
-    """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them."""
+    """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them; and
+    how long such jobs waited, by "flavour/reason" (``fitting_wait_hours_by_reason``)."""
 
     def __init__(self, units_per_gpu: Mapping[str, int]) -> None:
         self.units_per_gpu = units_per_gpu
         self.gpu_s: dict[str, float] = {}
         self.why: dict[str, tuple[str, str, str]] = {}
+        self.wait_s: dict[str, float] = {}
         self._shares: list[tuple[str, float]] = []
+        self._reasons: set[str] = set()
 
     def open(self, fitting: Mapping[str, Sequence[Wait]], idle_units: Mapping[str, int]) -> None:
         """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs."""
         self._shares = []
+        self._reasons = set()
         for flavour, waits in fitting.items():
             if not waits:
                 continue
             share = max(0, idle_units.get(flavour, 0)) / self.units_per_gpu.get(flavour, 1) / len(waits)
             for wait in waits:
                 self._shares.append((wait.job_id, share))
+                self._reasons.add(f"{flavour}/{wait.reason.value}")
                 self.why[wait.job_id] = (flavour, wait.reason.value, wait.message)
 
     def charge(self, seconds: float) -> None:
         """The spans opened last lasted ``seconds``."""
         for job_id, share in self._shares:
             self.gpu_s[job_id] = self.gpu_s.get(job_id, 0.0) + share * seconds
+        for key in self._reasons:
+            self.wait_s[key] = self.wait_s.get(key, 0.0) + seconds
 
     def top(self, count: int) -> list[Waste]:
         """The ``count`` jobs with the largest shares, largest first."""
@@ -66,12 +73,19 @@ def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
         return []
     logs = {log.id: log for log in record.jobs}
     rows = []
+
+    def hours(at: float) -> float:
+        return round((at - record.window[0]) / 3600, 2)
+
     for waste in record.waste.top(count):
         log = logs.get(waste.job_id)
         rows.append({
             "job": waste.job_id, "team": log.team if log else None, "kind": log.kind if log else None,
-            "gpus": log.gpus if log else None, "submitted_h": round((log.submitted_at - record.window[0]) / 3600, 2)
-            if log else None, "flavour": waste.flavour, "reason": waste.reason, "message": waste.message,
+            "gpus": log.gpus if log else None, "submitted_h": hours(log.submitted_at) if log else None,
+            # When it ran and why it stopped, so a row's story can be read off the command's own output.
+            "admitted_h": [hours(a.at) for a in log.admissions] if log else [],
+            "interrupted_h": [[hours(i.at), i.cause] for i in log.interruptions] if log else [],
+            "flavour": waste.flavour, "reason": waste.reason, "message": waste.message,
             "idle_gpu_hours": round(waste.gpu_s / 3600, 1)})
     return rows
 

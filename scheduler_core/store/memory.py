@@ -156,8 +156,9 @@ class MemoryStore(Store):
                 self._held[unit] = job_id
             return self._put(dataclasses.replace(
                 job, state=JobState.ADMITTED, placement=placement, admitted_as=admitted_as, admitted_at=now,
-                labelled_at=None, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False, epoch=epoch,
-                wait_reason=None, room_wait_since=None, room_waited_s=0.0, wait_message="", queue_position=None, estimated_start=None))
+                labelled_at=None, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False,
+                epoch=epoch, wait_reason=None, room_wait_since=None, room_waited_s=0.0, wait_message="",
+                queue_position=None, estimated_start=None))
 
     def relabel(self, job_id: str, admitted_as: AdmittedAs, *, epoch: int, now: float) -> JobRecord:
         with self._lock:

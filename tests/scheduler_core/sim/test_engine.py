@@ -110,6 +110,10 @@ def test_the_idle_gpus_of_fitting_waits_are_shared_out_among_the_jobs_that_waite
     top = explain(record, 2)
     assert [row["job"] for row in top] == sorted(shares, key=lambda job: (-shares[job], job))[:2]
     assert top[0]["reason"] and top[0]["team"] == "a" and top[0]["gpus"] == 1
+    log = next(job for job in record.jobs if job.id == top[0]["job"])
+    assert top[0]["admitted_h"] == [round((a.at - record.window[0]) / 3600, 2) for a in log.admissions]
+    assert len(top[0]["admitted_h"]) == 1 and top[0]["interrupted_h"] == []
+    assert summarise(record)["fitting_wait_hours_by_reason"]          # the same ledger times the waits
 
 
 def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
