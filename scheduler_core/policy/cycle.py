@@ -25,7 +25,8 @@ from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
 from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
 from .quota import QuotaClock, QuotaLedger, Verdict, may_borrow
 from .reservation import Slot, Timeline, add_holds, job_end
-from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, RunningJob, Snapshot, band_of
+from .snapshot import (AdmittedAs, Band, JobRequest, PendingJob, Placement, Plan, PolicyConfig, RunningJob, Snapshot,
+                       band_of)
 
 #: How close to running each reason is: the job's reason is that of its most promising flavour.
 _REASON_RANK = {
@@ -670,10 +671,22 @@ class _Cycle:
         if found is None:
             self._no_victims.add(key)
             return False
+        if mode == "migrate":
+            # A job that cannot restart elsewhere now is not moved: search again without it (a few times).
+            limit = _max_moves(request, self.config)
+            for _ in range(_MIGRATE_RETRIES):
+                if len(found.victims) > limit:
+                    return False
+                stuck = self._stuck(request, found)
+                if stuck is None:
+                    break
+                eligible = [v for v in eligible if v.id != stuck]
+                found = self._search(pending, pool, verdict, ctx, small, eligible)
+                if found is None:
+                    return False
+            else:
+                return False
         if mode != "now" and not self._worth_it(request, pool.flavour, found, slot):
-            return False
-        if mode == "migrate" and (len(found.victims) > self.config.migrate_max_moves
-                                  or not self._fit_elsewhere(request, found)):
             return False
         self._signal(pending, pool, verdict, found, mode, band)
         return True
@@ -808,9 +821,14 @@ class _Cycle:
             self._movable_cache[key] = hit
         return hit
 
-    def _fit_elsewhere(self, request: JobRequest, found: Found) -> bool:
-        """Whether every job ``found`` moves fits now outside the gang's placement, one after another."""
+    def _stuck(self, request: JobRequest, found: Found) -> str | None:
+        """The first job ``found`` moves that does not fit now outside the gang's placement (placing them one
+        after another), or ``None`` when they all do."""
         pool = self.cap.pools[found.placement.flavour]
+        # Units are bits: the moved jobs leave before the gang takes their units, and come back after it gives
+        # them up (occupying the gang over them and releasing it would free their units too).
+        for v in found.victims:
+            self.cap.release(v.job.request, v.job.placement)
         self.cap.occupy(request, found.placement)
         placed: list[tuple[JobRequest, Placement]] = []
         try:
@@ -819,14 +837,16 @@ class _Cycle:
                 ctx = PlaceContext(end=self.now + moved.time_limit_s)
                 spot = place(self.cap, pool, moved, ctx, is_small(moved, self.config.small_job_max_units))
                 if spot is None:
-                    return False
+                    return moved.id
                 self.cap.occupy(moved, spot)
                 placed.append((moved, spot))
-            return True
+            return None
         finally:
             for moved, spot in reversed(placed):
                 self.cap.release(moved, spot)
             self.cap.release(request, found.placement)
+            for v in reversed(found.victims):
+                self.cap.occupy(v.job.request, v.job.placement)
 
     def _wait_for_leaving(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext,
                           small: bool) -> bool:
@@ -1162,6 +1182,17 @@ def _proportionate_units(request: JobRequest, verdict: Verdict) -> int:
     """The most a reclaim should stop: four times what it needs, or 64 units more."""
     need = _reclaim_need(request, verdict)
     return max(4 * need, need + 64)
+
+
+#: How often a gang's move search drops a job that cannot restart elsewhere and tries again.
+_MIGRATE_RETRIES = 4
+
+
+def _max_moves(request: JobRequest, config: PolicyConfig) -> int:
+    """How many jobs a gang may move out of its way: ``migrate_max_moves`` per 512 units it needs. A
+    1,024-GPU gang waits for whole nodes on which the sweep trials it was reclaimed for have scattered; moving
+    them costs each a checkpoint, and waiting for them to end costs the gang's 1,024 GPUs the while."""
+    return config.migrate_max_moves * max(1, request.units // 512)
 
 
 def _oversize(request: JobRequest, verdict: Verdict) -> int:

@@ -243,7 +243,13 @@ class QuotaLedger:
                            f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
                            f"borrowing limit; needs {request.units} more")
         if nominal_usage + request.units <= quota.nominal:
-            deficit = min(0, pool) - pool_after
+            # Nominal quota is a promise, not backfill: whether it must reclaim is judged on the cohort as it is
+            # now plus its own team's reserved jobs. Another team's reserved job that needs quota when it starts
+            # reclaims it then, for itself; counting it here would make this job stop borrowers in its stead,
+            # whose quota then goes to whoever comes first (itself again, next cycle).
+            own = self.pool.get((state.cohort, flavour), 0) + self._contribution(
+                request.team, flavour, usage - self.usage.get(key, 0))
+            deficit = min(0, own) - (own + (offer1 - borrow1) - (offer0 - borrow0))
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not may_borrow(request):
             return Verdict(None, Reason.QUOTA_FULL,

@@ -9,9 +9,10 @@ from typing import Any, Callable, NamedTuple
 
 import pytest
 
-from scheduler_core.policy.cycle import run_cycle
-from scheduler_core.policy.preemption import may_preempt, victim
-from scheduler_core.policy.snapshot import AdmittedAs, Band, PolicyConfig, RunningJob, Snapshot
+from scheduler_core.policy.cycle import _Cycle, run_cycle
+from scheduler_core.policy.preemption import Found, may_preempt, victim
+from scheduler_core.policy.snapshot import (AdmittedAs, Band, PodPlacement, Placement, PolicyConfig, RunningJob,
+                                            Snapshot)
 
 from .builders import H, decisions, make_cluster, make_job, make_snapshot, nodes_of
 
@@ -193,6 +194,39 @@ def test_defragment_moves_small_jobs_out_of_the_block_a_gang_needs() -> None:
         ("preempt", "t2", "Defragment", 300.0, True, None), ("preempt", "t3", "Defragment", 300.0, True, None),
         ("reserve", "gang", " ".join(nodes_of("b0", 4)), 7 * H),
         ("wait", "gang", "WaitingForCapacity", 1, 7 * H)]
+
+
+def test_checking_where_moved_jobs_would_go_leaves_the_cycle_s_units_as_they_were() -> None:
+    """Units are bits: trying the moved trials elsewhere while the gang holds b0 must give back exactly what it
+    took. (Occupying the gang over the trials and then releasing it used to free the trials' units too, so the
+    rest of the cycle saw 4 GPUs that were still in use.)"""
+    snap = _fragmented()
+    cycle = _Cycle(snap, 0.0)
+    pool = cycle.cap.pools["h100"]
+    before = (list(pool.mask), pool.free_units, list(cycle.cap.free_cpu), list(cycle.cap.free_mem))
+    trials = [victim(job, 0.0, snap.config) for job in snap.running if job.request.id.startswith("t")]
+    gang = snap.pending[0].request
+    placement = Placement("h100", tuple(PodPlacement(node, tuple(range(8))) for node in nodes_of("b0", 4)))
+    assert cycle._stuck(gang, Found(trials, placement)) is None      # all four fit on s0-n01
+    assert (list(pool.mask), pool.free_units, list(cycle.cap.free_cpu), list(cycle.cap.free_mem)) == before
+
+
+def test_a_gang_moves_only_jobs_that_can_restart_elsewhere_and_looks_again_without_the_others() -> None:
+    """The cheapest way into a whole block is to move b1's one 8-GPU job, but no whole node is free for it
+    elsewhere; moving b0's four trials (s0-n01 has room for them) costs a little more and works."""
+    builder = (make_snapshot(make_cluster().block("b0", 4).block("b1", 4).block("s0", 2, small=True))
+               .team("fraud", h100=64).team("search", h100=64)
+               .run(make_job("s0-busy").team("search").pods(1, 8).limit(8 * H), "s0-n00", started=-H)
+               .run(make_job("s0-half").team("search").pods(1, 4).limit(8 * H), "s0-n01", started=-H)
+               .run(make_job("big").team("search").pods(1, 8).limit(8 * H), "b1-n00", started=-H, checkpoint=-10))
+    for k in range(4):
+        builder = builder.run(make_job(f"t{k}").team("search").pods(1, 1).kind("trial").limit(8 * H),
+                              f"b0-n{k:02d}", started=-H, checkpoint=-60 * (k + 1))
+    result = run_cycle(builder.pending(make_job("gang").pods(4, 8).required("block")).build(), 0.0)
+    assert decisions(result)[:5] == [
+        ("preempt", "t0", "Defragment", 300.0, True, "gang"), ("preempt", "t1", "Defragment", 300.0, True, "gang"),
+        ("preempt", "t2", "Defragment", 300.0, True, "gang"), ("preempt", "t3", "Defragment", 300.0, True, "gang"),
+        ("reserve", "gang", " ".join(nodes_of("b0", 4)), 300.0)]
 
 
 def test_defragment_waits_for_moves_in_flight_and_for_a_gang_that_needs_it() -> None:

@@ -8,7 +8,8 @@ from typing import Any, Callable, NamedTuple
 import pytest
 
 from scheduler_core.policy.cycle import run_cycle
-from scheduler_core.policy.snapshot import Snapshot
+from scheduler_core.policy.quota import QuotaLedger
+from scheduler_core.policy.snapshot import AdmittedAs, Snapshot
 
 from .builders import H, decisions, make_cluster, make_job, make_snapshot
 
@@ -246,3 +247,22 @@ ORDER = [
 @pytest.mark.parametrize("case", QUOTA + ORDER, ids=lambda c: c.name)
 def test_decisions(case: Case) -> None:
     assert decisions(run_cycle(case.snapshot(), case.now)) == case.expected
+
+
+def test_a_nominal_job_answers_for_its_own_team_s_reservations_not_other_teams() -> None:
+    """The cohort lends 16 now (fraud 8, ads 16, less search's 8 borrowed). Ads has a job reserved that will
+    take all 16 of its nominal: that is ads's to reclaim when it starts. A 4-GPU job inside fraud's nominal
+    quota is admitted nominal without stopping anyone; counted against it, ads's reservation would have made
+    it reclaim 4 GPUs from search in ads's stead. (A team's own reserved jobs do count: the property test that
+    backfill never delays the reserved head job checks that, in a one-team world.)"""
+    snap = (make_snapshot(make_cluster().block("b0", 4))
+            .team("fraud", h100=8).team("search", h100=8).team("ads", h100=16)
+            .run(make_job("s").team("search").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed",
+                 started=-4000)
+            .pending(make_job("f").pods(1, 4)).build())
+    ledger = QuotaLedger(snap.teams, snap.running)
+    request = snap.pending[0].request
+    ads_holds = {("ads", "h100"): 16}
+    verdict = ledger.verdict(request, "h100", ads_holds, nominal_extra={})
+    assert (verdict.admitted_as, verdict.reclaim) == (AdmittedAs.NOMINAL, False)
+    assert run_cycle(snap, 0.0).admits[0].job_id == "f"
