@@ -2,8 +2,10 @@
 
 * **Bands first**: critical > guaranteed (fits its team's unused nominal quota) > borrowed > scavenger.
 * **Across teams**, within a band: the lowest weighted dominant share (DRF over GPUs, CPUs and memory, with
-  decayed usage) goes next. Shares are recomputed as the cycle admits work, so one team's burst does not take
-  every free unit of the cycle.
+  decayed usage) goes next. A team's band is its next job's, except that a team whose next job must borrow
+  but which has work of the same priority behind it that fits its unused nominal quota is ordered with the
+  nominal work (its queue keeps its own order). Shares are recomputed as the cycle admits work, so one team's
+  burst does not take every free unit of the cycle.
 * **Within a team**: priority class, then a preempted job back at the front, then — for short, small work —
   attained service (GPU·s already used) in a few discrete levels (Tiresias), then age. Work that has waited
   longer than ``starvation_after_s`` is promoted to the first level, so nothing starves.
@@ -65,6 +67,11 @@ def band_hint(job: PendingJob, fits_nominal: Callable[[PendingJob], bool]) -> Ba
 class TeamOrder:
     """Merges the team queues: always the head of the team with the highest band, then lowest share.
 
+    A team whose head must borrow but that has nominal-fitting work of the same priority behind it goes in the
+    guaranteed band. Ordered by the head alone, that nominal work would come after other teams' borrowers,
+    which take the room it reclaims: the job then stops another borrower, whose room goes the same way, cycle
+    after cycle. Within the team nothing moves, so the team's own reservations stay where they were.
+
     Iterate it; after each job is handled (admitted or not) the team goes back in with its next job, its band
     and share computed *then*, so a cycle's own admissions move the team back.
     """
@@ -75,6 +82,7 @@ class TeamOrder:
         self._band = band
         self._share = share
         self._next = dict.fromkeys(queues, 0)
+        self._scan: dict[str, int] = {}        # how far the search for nominal work behind the head got
         self._heap: list[tuple[int, float, str]] = []
         for team in sorted(queues):
             if queues[team]:
@@ -84,8 +92,23 @@ class TeamOrder:
         heapq.heappush(self._heap, self._key(team))
 
     def _key(self, team: str) -> tuple[int, float, str]:
-        job = self._queues[team][self._next[team]]
-        return (-int(self._band(job)), self._share(team), team)
+        """(band, share, name) of the team's next job. The search for nominal-fitting work behind a borrowing
+        head resumes where it stopped: within a cycle a team's nominal usage only grows, so a job that would
+        borrow now would borrow later in it too."""
+        queue = self._queues[team]
+        index = self._next[team]
+        job = queue[index]
+        band = self._band(job)
+        if band is Band.BORROWED:
+            rank = job.request.priority_class.rank
+            scan = max(self._scan.get(team, 0), index + 1)
+            while scan < len(queue) and queue[scan].request.priority_class.rank == rank:
+                if self._band(queue[scan]) is Band.GUARANTEED:
+                    band = Band.GUARANTEED
+                    break
+                scan += 1
+            self._scan[team] = scan
+        return (-int(band), self._share(team), team)
 
     def __iter__(self) -> Iterator[PendingJob]:
         heap = self._heap

@@ -266,3 +266,18 @@ def test_a_nominal_job_answers_for_its_own_team_s_reservations_not_other_teams()
     verdict = ledger.verdict(request, "h100", ads_holds, nominal_extra={})
     assert (verdict.admitted_as, verdict.reclaim) == (AdmittedAs.NOMINAL, False)
     assert run_cycle(snap, 0.0).admits[0].job_id == "f"
+
+
+def test_a_team_with_nominal_work_behind_a_borrowing_head_is_ordered_with_the_nominal_work() -> None:
+    """One GPU is free. `search`'s head must borrow (12 over its nominal 4; it needs two nodes, which this
+    cluster does not have, so it holds no reservation), but its next job fits its nominal quota; `ads`, whose share ties and whose name sorts first, only has borrowing work. Ordered by the head
+    alone, `search` would come among the borrowers, after `ads`, and its nominal job would lose the GPU to a
+    borrower (the pattern that made in-quota work preempt borrower after borrower on the ITP traces). The team
+    keeps its own order: the head is tried first, then the 1-GPU job takes the GPU."""
+    snap = (make_snapshot(make_cluster().block("b0", 1))
+            .team("fraud", h100=16).team("search", h100=4).team("ads", h100=0)
+            .run(make_job("f").team("fraud").pods(1, 7), "b0-n00", started=-4000)
+            .pending(make_job("head").team("search").pods(2, 8), make_job("one").team("search").pods(1, 1),
+                     make_job("borrow").team("ads").pods(1, 1)).build())
+    result = run_cycle(snap, 0.0)
+    assert [(a.job_id, str(a.admitted_as)) for a in result.admits] == [("one", "nominal")]
