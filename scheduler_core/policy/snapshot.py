@@ -240,7 +240,8 @@ class PolicyConfig:
     reclaim_patience_s: float = 300.0
     #: A job may be moved for a gang once it has run this long (moving costs it a checkpoint, not its place).
     migrate_min_run_s: float = 300.0
-    #: The most jobs moved at once to open a domain for a gang waiting for one (``0``: never move for a gang).
+    #: The most jobs moved at once to open a domain for a gang waiting for one, per 512 units the gang needs
+    #: (``0``: never move for a gang).
     migrate_max_moves: int = 32
     #: Blocked jobs (capacity or topology) whose plan becomes a reservation that backfill must not delay, in
     #: cycle order; a job that has waited longer than ``starvation_after_s`` gets one beyond this count, up to
