@@ -152,12 +152,17 @@ class _Factory:
 def busy_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
                   config: PolicyConfig | None = None) -> Snapshot:
     """:func:`warm_snapshot` whose running count lands near ``running``: the warm-up admits some of the queue
-    as jobs finish, so a first build measures by how much and a second fills that much less."""
-    first = warm_snapshot(pending, nodes, running, seed=seed, now=now, config=config)
-    drift = len(first.running) - running
-    if drift == 0 or running == 0:
-        return first
-    return warm_snapshot(pending, nodes, max(0, running - drift), seed=seed, now=now, config=config)
+    as jobs finish (and reclaims stop some), so each build measures by how much it drifted and the next fills
+    that much less, up to three corrections or until it is within 5 %."""
+    fill = running
+    snapshot = warm_snapshot(pending, nodes, fill, seed=seed, now=now, config=config)
+    for _ in range(3):
+        drift = len(snapshot.running) - running
+        if running == 0 or abs(drift) <= max(1, running // 20):
+            break
+        fill = max(0, fill - drift)
+        snapshot = warm_snapshot(pending, nodes, fill, seed=seed, now=now, config=config)
+    return snapshot
 
 
 def warm_snapshot(pending: int, nodes: int, running: int, *, seed: int = 7, now: float = 30 * 86400.0,
