@@ -11,6 +11,7 @@ every job that does not start. ``docs/scheduling.md`` tells the story for a new 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model.durations import format_duration
@@ -438,7 +439,7 @@ class _Cycle:
         if request.id in self._block_caps:
             return self._block_caps[request.id]
         cap: int | None
-        if not self._block_sized(request):
+        if not self._any_pool(request, lambda pool: pool.max_blocks(request) is not None):
             cap = 0
         elif self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
             cap = None
@@ -447,14 +448,10 @@ class _Cycle:
         self._block_caps[request.id] = cap
         return cap
 
-    def _block_sized(self, request: JobRequest) -> bool:
-        """A ``preferred`` gang as large as a block of a flavour it may use (the block cap applies to it)."""
-        return any(pool.max_blocks(request) is not None for f in request.flavours
-                   if (pool := self.cap.pools.get(f)) is not None)
-
-    def _fills_blocks(self, request: JobRequest) -> bool:
-        """A gang at least as large as a block of a flavour it may use (``Pool.fills_blocks``)."""
-        return any(pool.fills_blocks(request) for f in request.flavours if (pool := self.cap.pools.get(f)) is not None)
+    def _any_pool(self, request: JobRequest, test: Callable[[Pool], bool]) -> bool:
+        """Whether ``test`` holds for the pool of some flavour the job may use (a ``preferred`` gang as large as
+        a block: ``Pool.max_blocks``; any gang as large as one: ``Pool.fills_blocks``)."""
+        return any(test(pool) for f in request.flavours if (pool := self.cap.pools.get(f)) is not None)
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
         """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this
@@ -672,19 +669,8 @@ class _Cycle:
             self._no_victims.add(key)
             return False
         if mode == "migrate":
-            # A job that cannot restart elsewhere now is not moved: search again without it (a few times).
-            limit = _max_moves(request, self.config)
-            for _ in range(_MIGRATE_RETRIES):
-                if len(found.victims) > limit:
-                    return False
-                stuck = self._stuck(request, found)
-                if stuck is None:
-                    break
-                eligible = [v for v in eligible if v.id != stuck]
-                found = self._search(pending, pool, verdict, ctx, small, eligible)
-                if found is None:
-                    return False
-            else:
+            found = self._moves(pending, pool, verdict, ctx, small, eligible, found)
+            if found is None:
                 return False
         if mode != "now" and not self._worth_it(request, pool.flavour, found, slot):
             return False
@@ -820,6 +806,25 @@ class _Cycle:
             hit.sort(key=lambda v: v.key)
             self._movable_cache[key] = hit
         return hit
+
+    def _moves(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
+               eligible: list[Victim], found: Found) -> Found | None:
+        """``found``, or the next cheapest set of moves, with every moved job able to restart elsewhere now and
+        no more of them than ``_max_moves``: a job with nowhere to go is left out and the search runs again
+        (``_MIGRATE_RETRIES`` times at most); ``None`` when no such set turns up."""
+        limit = _max_moves(pending.request, self.config)
+        for _ in range(_MIGRATE_RETRIES):
+            if len(found.victims) > limit:
+                return None
+            stuck = self._stuck(pending.request, found)
+            if stuck is None:
+                return found
+            eligible = [v for v in eligible if v.id != stuck]
+            retry = self._search(pending, pool, verdict, ctx, small, eligible)
+            if retry is None:
+                return None
+            found = retry
+        return None
 
     def _stuck(self, request: JobRequest, found: Found) -> str | None:
         """The first job ``found`` moves that does not fit now outside the gang's placement (placing them one
@@ -1042,7 +1047,7 @@ class _Cycle:
         now and restarts at once) is how it gets one, whatever its place in the cycle's order."""
         request = pending.request
         may_reserve = self._may_reserve(pending)
-        if not may_reserve and not self._fills_blocks(request):
+        if not may_reserve and not self._any_pool(request, lambda pool: pool.fills_blocks(request)):
             return False
         best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
         for entry in misses:
