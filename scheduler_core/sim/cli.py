@@ -2,6 +2,9 @@
 
     shoal sim --workload tuesday --cluster reference --policy shoal --json
     shoal sim --workload traces/itp_microsoft_2021_day.csv --load 0.9 --policy easy --report out/
+    shoal sim --workload tuesday --seeds 0-19 --policy all --jobs 2 --json
+
+The workload comes from ``inputs``, a many-seed run from ``seeds``; this module only reads the options.
 """
 
 from __future__ import annotations
@@ -11,55 +14,15 @@ from pathlib import Path
 
 import click
 
-from ..config import load_cluster, load_teams, resolve
-from ..errors import ConfigError
 from .compare import comparison_markdown, write_comparison
 from .engine import POLICIES, SimConfig, simulate
+from .inputs import WorkloadArgs, load_workload
 from .metrics import summarise
 from .report import markdown, write_report
+from .seeds import SeedsError, aggregate_markdown, cluster_line, parse_seeds, per_seed_markdown, run_all, \
+    seeds_document, write_seeds_report
 from .waste import explain, explain_markdown
-from .workloads.csvtrace import load_csv
-from .workloads.scaling import scale_to_load
-from .workloads.tuesday import busy_tuesday
-from .workloads.types import Workload
-
-
-def _teams_for(cluster: str, teams: str | None) -> str:
-    if teams is not None:
-        return teams
-    builtin = Path(cluster).suffix not in (".yaml", ".yml") and "/" not in cluster
-    try:
-        if builtin:
-            resolve("teams", cluster)
-    except ConfigError:
-        builtin = False
-    if not builtin:
-        raise click.UsageError(f"--cluster {cluster} is not a built-in cluster: give its teams with --teams")
-    return cluster
-
-
-def load_workload(workload: str, cluster: str, teams: str | None, seed: int, load: float | None,
-                  skip_bad_rows: bool) -> tuple[Workload, list[str]]:
-    """The workload named on the command line, and warnings to print (bad rows skipped)."""
-    config, nodes = load_cluster(cluster)
-    team_config = load_teams(_teams_for(cluster, teams), nodes)
-    warnings: list[str] = []
-    if workload == "tuesday":
-        if load is not None:
-            raise click.UsageError("--load scales a trace's cluster; the busy Tuesday sets its own load (93 %)")
-        return busy_tuesday(config, team_config, seed=seed), warnings
-    path = Path(workload)
-    if path.suffix.lower() != ".csv":
-        raise click.BadParameter(f"{workload!r} is neither 'tuesday' nor a .csv trace", param_hint="--workload")
-    loaded = load_csv(path, config, team_config, skip_bad_rows=skip_bad_rows)
-    warnings += [f"skipped {row}" for row in loaded.bad_rows]
-    result = loaded.workload
-    if load is not None:
-        try:
-            result = scale_to_load(result, load)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--load") from None
-    return result, warnings
+from .workloads.scaling import describe_cluster
 
 
 @click.command("sim")
@@ -71,8 +34,13 @@ def load_workload(workload: str, cluster: str, teams: str | None, seed: int, loa
               help="Teams and quotas (default: the built-in set named like the cluster).")
 @click.option("--policy", type=click.Choice(POLICIES + ("all",)), default="shoal", show_default=True,
               help="'all' runs each policy on the same input; --json then prints one object per policy.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seeds the generated day, pod start-up and node failures.")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seeds the generated day, pod start-up and node failures (default 0).")
+@click.option("--seeds", "seeds_text", default=None, metavar="A-B|A,B,C",
+              help="Run every seed given (0-19, 0,3,7 or a mix) and report each and, per policy, the mean, min, "
+                   "max and worst seed of every figure.")
+@click.option("--jobs", "jobs", type=click.IntRange(min=1), default=None,
+              help="With --seeds: replays run at once, each in its own process (default: the machine's cores).")
 @click.option("--load", "load", type=float, default=None,
               help="Scale a trace's cluster so its offered load is about this (e.g. 0.9).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every figure.")
@@ -90,20 +58,33 @@ def load_workload(workload: str, cluster: str, teams: str | None, seed: int, loa
 @click.option("--tick", "tick_s", type=float, default=10.0, show_default=True,
               help="Scheduler tick in virtual seconds: the controller steps at most once per tick (the live loop's "
                    "is 10 s; a longer one replays long traces faster, adding up to a tick to each wait).")
-def command(workload: str, cluster: str, teams: str | None, policy: str, seed: int, load: float | None,
-            as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
+def command(workload: str, cluster: str, teams: str | None, policy: str, seed: int | None, seeds_text: str | None,
+            jobs: int | None, load: float | None, as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
             gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, explain_waste: bool,
             tick_s: float) -> None:
     """Replay a workload through a policy in virtual time, on the real controller, and measure it."""
     if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0 or not 1 <= tick_s <= 3600:
         raise click.UsageError("--gpu-hours-per-failure and --horizon-days must be positive, --repair-hours not "
                                "negative, --tick between 1 and 3600 seconds")
-    loaded, warnings = load_workload(workload, cluster, teams, seed, load, skip_bad_rows)
-    for warning in warnings:
-        click.echo(f"shoal sim: {warning}", err=True)
-    config = SimConfig(seed=seed, gpu_hours_per_failure=None if no_failures else gpu_hours_per_failure,
+    args = WorkloadArgs(workload=workload, cluster=cluster, teams=teams, load=load, skip_bad_rows=skip_bad_rows)
+    config = SimConfig(seed=seed or 0, gpu_hours_per_failure=None if no_failures else gpu_hours_per_failure,
                        repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, tick_s=tick_s,
                        progress=True)
+    if seeds_text is not None:
+        if seed is not None or explain_waste:
+            raise click.UsageError("--seeds runs many seeds: drop --seed and --explain-waste (run one seed for those)")
+        try:
+            seeds = parse_seeds(seeds_text)
+        except SeedsError as exc:
+            raise click.UsageError(str(exc)) from None
+        _many_seeds(args, config, seeds, POLICIES if policy == "all" else (policy,), jobs, as_json, report_dir)
+        return
+    if jobs is not None:
+        raise click.UsageError("--jobs runs many seeds at once: give them with --seeds")
+    loaded, warnings = load_workload(args, config.seed)
+    for warning in warnings:
+        click.echo(f"shoal sim: {warning}", err=True)
+    built = describe_cluster(loaded.cluster)
     policies = POLICIES if policy == "all" else (policy,)
     records = []
     for name in policies:
@@ -117,16 +98,38 @@ def command(workload: str, cluster: str, teams: str | None, policy: str, seed: i
         path = write_comparison(records, report_dir)
         if not as_json:
             click.echo(f"comparison: {path}", err=True)
-    summaries = [summarise(record) for record in records]
+    summaries = [summarise(record) | {"cluster": built} for record in records]
     if explain_waste:
         for summary, record in zip(summaries, records):
             summary["idle_gpu_hours_by_job"] = explain(record)
     if as_json:
         click.echo(json.dumps(summaries[0] if policy != "all" else {s["policy"]: s for s in summaries}))
     elif policy == "all":
+        click.echo(cluster_line(built))
         click.echo(comparison_markdown(summaries))
     else:
-        click.echo(markdown(summaries[0]).split("\n![")[0].rstrip())
+        click.echo(cluster_line(built))
+        click.echo(markdown({k: v for k, v in summaries[0].items() if k != "cluster"}).split("\n![")[0].rstrip())
     if explain_waste and not as_json:
         for record in records:
             click.echo(f"\n{record.policy}: {explain_markdown(record)}")
+
+
+def _many_seeds(args: WorkloadArgs, config: SimConfig, seeds: tuple[int, ...], policies: tuple[str, ...],
+                jobs: int | None, as_json: bool, report_dir: str | None) -> None:
+    """``--seeds``: build the first workload here (a bad file fails once, its skipped rows are told once), then
+    every (seed, policy) pair in worker processes."""
+    _, warnings = load_workload(args, seeds[0])
+    for warning in warnings:
+        click.echo(f"shoal sim: {warning}", err=True)
+    rows = run_all(args, config, seeds, policies, jobs=jobs, progress=True)
+    if report_dir is not None:
+        path = write_seeds_report(rows, seeds, report_dir)
+        if not as_json:
+            click.echo(f"report: {path}", err=True)
+    if as_json:
+        click.echo(json.dumps(seeds_document(rows, seeds)))
+        return
+    click.echo(cluster_line(rows[0].get("cluster")))
+    click.echo("\n## Per seed\n\n" + per_seed_markdown(rows))
+    click.echo("\n## Across seeds\n\n" + aggregate_markdown(rows))

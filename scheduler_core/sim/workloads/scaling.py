@@ -174,3 +174,11 @@ def _still_runnable(job: WorkloadJob, nominal: Mapping[str, Mapping[str, int]]) 
         return job
     spec = job.spec.model_copy(update={"preemptible": True})
     return replace(job, spec=spec)
+
+
+def describe_cluster(cluster: ClusterConfig) -> dict[str, object]:
+    """The cluster a run used, as the report names it: name, nodes, blocks and units per flavour (spares
+    included)."""
+    nodes = cluster.expand()
+    return {"name": cluster.name, "nodes": len(nodes), "blocks": len({node.block for node in nodes}),
+            "units": dict(sorted(capacity_by_flavour(nodes, include_spares=True).items()))}
