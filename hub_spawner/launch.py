@@ -4,8 +4,9 @@ Why a file: the job's spec (command, env) is stored by the scheduler and readabl
 token for this server must not be. The spawner writes the token and the rest of the hub's environment to a file
 only its owner can read; the scheduler's executor runs ``python -m hub_spawner.launch FILE -- CMD...``, and this
 merges the file into the environment it was given (which keeps the executor's ``CUDA_VISIBLE_DEVICES`` and
-``SHOAL_*`` variables: the grant wins over anything the hub passed), changes to the work directory, and ``exec``s
-the single-user server, so signals from the executor reach the server itself.
+``SHOAL_*`` variables: the grant wins over anything the hub passed), changes to the work directory (copying the
+example notebooks into it, as the user, never over their own files: ``examples``), and ``exec``s the single-user
+server, so signals from the executor reach the server itself.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from .examples import copy_examples
 
 #: Variables that belong to the executor's grant; the hub's file may never override them.
 GRANT_VARIABLES = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK",
@@ -31,11 +35,19 @@ def merged_environment(granted: Mapping[str, str], from_hub: Mapping[str, str]) 
     return env
 
 
-def read_env_file(path: Path) -> tuple[dict[str, str], str | None]:
-    """``(environment, work directory)`` from the spawner's file."""
+@dataclass(frozen=True, slots=True)
+class LaunchFile:
+    """What the spawner's file says: the hub's environment, the work directory, where the examples are."""
+
+    env: dict[str, str]
+    cwd: str | None
+    examples: str | None
+
+
+def read_env_file(path: Path) -> LaunchFile:
     data = json.loads(path.read_text())
     env = {str(k): str(v) for k, v in data.get("env", {}).items()}
-    return env, data.get("cwd")
+    return LaunchFile(env=env, cwd=data.get("cwd"), examples=data.get("examples"))
 
 
 def main(argv: list[str]) -> int:
@@ -44,14 +56,19 @@ def main(argv: list[str]) -> int:
         return 2
     path, command = Path(argv[0]), argv[2:]
     try:
-        from_hub, cwd = read_env_file(path)
+        launch = read_env_file(path)
     except (OSError, ValueError) as exc:
         print(f"hub_spawner.launch: cannot read the hub's environment from {path}: {exc}", file=sys.stderr)
         return 2
-    env = merged_environment(os.environ, from_hub)
-    if cwd:
-        Path(cwd).mkdir(parents=True, exist_ok=True)
-        os.chdir(cwd)
+    env = merged_environment(os.environ, launch.env)
+    if launch.cwd:
+        Path(launch.cwd).mkdir(parents=True, exist_ok=True)
+        if launch.examples:
+            try:
+                copy_examples(Path(launch.examples), Path(launch.cwd))
+            except OSError as exc:  # a server without the examples is still a server
+                print(f"hub_spawner.launch: could not copy the example notebooks: {exc}", file=sys.stderr)
+        os.chdir(launch.cwd)
     sys.stdout.flush()
     os.execvpe(command[0], command, env)
     return 127  # not reached: execvpe raises on failure

@@ -31,6 +31,7 @@ from traitlets import Bool, Callable, Dict, Enum, Float, Integer, List, Unicode,
 
 from scheduler_core.model import parse_duration
 
+from .examples import default_source
 from .notebook_job import notebook_spec
 from .profiles import DEFAULT_PROFILES, Profile, ProfileError, choose_profile, load_profiles, render_form
 from .profiles import options_from_form as _options_from_form
@@ -100,6 +101,17 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         "~/shoal-notebooks/{username}",
         help="Working directory of the single-user server ({username} and the other Spawner fields expand).",
     ).tag(config=True)
+
+    example_notebooks = Unicode(
+        help="Directory whose *.ipynb are copied into a server's work_dir when it starts, each once and never over "
+             "a file of that name (the user's edits); '' for none. Default: the repository's notebooks/ when Shoal "
+             "runs from a checkout. Local launcher only (a Kubernetes image brings its own).",
+    ).tag(config=True)
+
+    @default("example_notebooks")
+    def _default_example_notebooks(self) -> str:
+        source = default_source()
+        return str(source) if source is not None else ""
 
     launcher = Enum(
         ["local", "kubernetes"], default_value="local",
@@ -452,7 +464,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         cwd = os.path.expanduser(self.format_string(self.work_dir)) if self.work_dir else None
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
-            json.dump({"env": env, "cwd": cwd}, handle)
+            json.dump({"env": env, "cwd": cwd, "examples": self.example_notebooks or None}, handle)
         self.env_file = str(path)
         return path
 

@@ -1,24 +1,20 @@
-"""The part of the Shoal client SDK the magics use, and how a notebook finds its server and token.
+"""The part of the Shoal client SDK the magics use, and what a notebook is told when it cannot reach the API.
 
-Identity, in order:
-
-1. ``SHOAL_TOKEN`` in the environment (an explicit choice always wins);
-2. inside a notebook spawned by JupyterHub, the hub's own ``JUPYTERHUB_API_TOKEN`` (the scheduler, running as a
-   hub service, accepts hub tokens), with ``SHOAL_URL`` set by the Shoal spawner;
-3. ``~/.config/shoal/config`` (what ``shoal`` on the command line uses too).
-
-Each failure is a ``UsageError`` that says what to set.
+The server and token are found by ``scheduler_core.client.discover``, the one discovery the CLI, the SDK and the
+sweeps use too: ``SHOAL_URL``/``SHOAL_TOKEN``, then (in a server spawned by JupyterHub) the hub's
+``JUPYTERHUB_API_TOKEN`` and the hub's ``services/shoal``, then ``~/.config/shoal/config``. Each failure is a
+``UsageError`` that says what to set.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Protocol
 
 from IPython.core.error import UsageError
 
 from scheduler_core.client import ApiUnavailable, AuthenticationFailed, ClientConfig, ShoalClient, config_path
+from scheduler_core.errors import ConfigError
 from scheduler_core.model import JobSpec
 from scheduler_core.schemas import JobView, LogChunk, QueueView, SubmitResponse, WhoAmI
 
@@ -40,17 +36,17 @@ class JobsClient(Protocol):
 
 
 def resolve(path: Path | None = None) -> ClientConfig:
-    """The server and token this notebook acts with (the order is in the module docs)."""
-    token = os.environ.get("SHOAL_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN") or None
+    """The server and token this notebook acts with (the order is in ``scheduler_core.client.config``)."""
     where = path or config_path()
     try:
-        config = ClientConfig.resolve(None, token, path=where)
-    except Exception as exc:  # a malformed config file (ConfigError names file and field): say so, don't crash
+        config = ClientConfig.resolve(path=where)
+    except ConfigError as exc:  # a malformed config file (the error names file and field): say so, don't crash
         raise UsageError(f"cannot read the Shoal client config: {exc}") from None
     if not config.token:
         raise UsageError(
             f"no Shoal token: set SHOAL_TOKEN (and SHOAL_URL), or write url and token to {where} "
-            f"(TOML: url = \"...\", token = \"...\"); an admin creates tokens with 'shoal token create'")
+            f"(TOML: url = \"...\", token = \"...\"); an admin creates tokens with 'shoal token create'. "
+            f"In a server spawned by JupyterHub the hub's token is used without any of this.")
     return config
 
 
@@ -63,10 +59,10 @@ def connect(path: Path | None = None) -> JobsClient:
         client.whoami()
     except ApiUnavailable:
         client.close()
-        raise UsageError(f"no Shoal server answers at {config.url}: start one with 'shoal up', or set "
+        raise UsageError(f"no Shoal server answers at {config.describe()}: start one with 'shoal up', or set "
                          f"SHOAL_URL to the right address") from None
     except AuthenticationFailed as exc:
         client.close()
-        raise UsageError(f"the Shoal server at {config.url} refused the token ({exc.message}); check SHOAL_TOKEN "
-                         f"or {path or config_path()}") from None
+        raise UsageError(f"the Shoal server at {config.url} refused the token from {config.token_source.value} "
+                         f"({exc.message}); check SHOAL_TOKEN or {path or config_path()}") from None
     return client

@@ -39,6 +39,8 @@ class JobFacts:
 
 
 def describe(view: JobView, now: datetime) -> JobFacts:
+    """The facts worth showing in the job's state: a field with nothing to say there (a queue position once it
+    runs, restarts that never happened, GPU-hours before it started) is ``NONE``, and both renderers leave it out."""
     waiting = view.state == "PENDING"
     state: str = view.state
     if view.cancel_requested and view.state not in FINISHED_STATES:
@@ -54,10 +56,11 @@ def describe(view: JobView, now: datetime) -> JobFacts:
                             else NONE),
         "placement": placement(view),
         "restarts": (f"{view.restarts} (+{view.infra_restarts} after node failures, "
-                     f"{view.preemptions} preemptions)"),
+                     f"{view.preemptions} preemptions)"
+                     if view.restarts or view.infra_restarts or view.preemptions else NONE),
         "checkpoint": (f"step {view.last_checkpoint.step}, {ago(view.last_checkpoint.at, now)}"
                        if view.last_checkpoint is not None else NONE),
-        "gpu_hours": f"{view.gpu_hours_used:.2f}",
+        "gpu_hours": f"{view.gpu_hours_used:.2f}" if view.gpu_hours_used or not waiting else NONE,
     }
     return JobFacts(job_id=view.job_id, name=view.name, team=view.team, state=view.state,
                     finished=view.state in FINISHED_STATES, values=values)

@@ -40,7 +40,7 @@ from .client import JobsClient, connect
 from .fields import describe, utcnow
 from .follow import Sink, TextSink, WidgetSink, read_log
 from .job import GpuJob, JobFailed
-from .options import FIELD_FLAGS, build_spec, cell_arguments, cell_options
+from .options import FIELD_FLAGS, cell_arguments, parse_cell
 from .text import job_block, queue_table
 from .widget import JobWidget
 
@@ -120,15 +120,14 @@ class GpuJobMagics(Magics):
     def _submit(self, line: str, cell: str) -> GpuJob | None:
         # getattr: IPython types @line_cell_magic loosely, and the parser lives on the decorated function.
         args = parse_argstring(getattr(self, "gpujob"), line)
-        opts = cell_options(args)
         check_source(cell)
-        pushed = self._pushed_values(opts.push)
+        count = getattr(self.shell, "execution_count", None)
         key = new_key()
         root = Path(os.getcwd()) / self.bundle_dir
         bundle_path = root / key
-        count = getattr(self.shell, "execution_count", None)
-        spec = build_spec(args, team=self.team(), command=runner_command(bundle_path), env=runner_env(),
-                          default_name=f"gpujob-{count}" if count else "gpujob")
+        spec, opts = parse_cell(args, team=self.team(), command=runner_command(bundle_path), env=runner_env(),
+                                default_name=f"gpujob-{count}" if count else "gpujob")
+        pushed = self._pushed_values(opts.push)
         try:
             bundle = write_bundle(root, key, source=cell, push=pushed, pull=opts.pull)
         except BundleError as exc:

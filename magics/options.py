@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from scheduler_core.model import FLAVOURS, CheckpointPolicy, JobSpec, PriorityClass, Topology
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: JobSpec field (first part of pydantic's error location) → the flag a user types to set it.
 FIELD_FLAGS: Mapping[str, str] = {
@@ -143,43 +144,95 @@ def parse_env(values: Sequence[str]) -> dict[str, str]:
     return env
 
 
-def cell_options(args: argparse.Namespace) -> CellOptions:
-    push = names_list(args.push, "--push")
-    pull = names_list(args.pull, "--pull")
-    return CellOptions(push=push, pull=pull, ranks=parse_ranks(args.ranks), wait=bool(args.wait))
+class Problems:
+    """Every mistake on one ``%%gpujob`` line, so the user fixes them all at once rather than one per run."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.flags: set[str] = set()
+
+    def check(self, flag: str, parse: Callable[[], T], fallback: T) -> T:
+        """``parse()``, or ``fallback`` with its ``UsageError`` noted against ``flag``."""
+        try:
+            return parse()
+        except UsageError as exc:
+            self.add(flag, str(exc))
+            return fallback
+
+    def add(self, flag: str, message: str) -> None:
+        self.flags.add(flag)
+        self.lines.extend(line for line in message.splitlines() if line not in self.lines)
+
+    def raise_any(self) -> None:
+        if not self.lines:
+            return
+        if len(self.lines) == 1:
+            raise UsageError(self.lines[0])
+        raise UsageError(f"{len(self.lines)} problems with the flags:\n" + "\n".join(f"  {line}"
+                                                                                       for line in self.lines))
+
+
+def cell_options(args: argparse.Namespace, problems: Problems | None = None) -> CellOptions:
+    """The line's data and following options; with ``problems``, mistakes are noted there instead of raised."""
+    own = problems or Problems()
+    none: tuple[str, ...] = ()
+    rank_0: tuple[int, ...] | None = (0,)
+    push = own.check("--push", lambda: names_list(args.push, "--push"), none)
+    pull = own.check("--pull", lambda: names_list(args.pull, "--pull"), none)
+    ranks = own.check("--ranks", lambda: parse_ranks(args.ranks), rank_0)
+    if problems is None:
+        own.raise_any()
+    return CellOptions(push=push, pull=pull, ranks=ranks, wait=bool(args.wait))
+
+
+def parse_cell(args: argparse.Namespace, *, team: str, command: Sequence[str], env: Mapping[str, str],
+               default_name: str) -> tuple[JobSpec, CellOptions]:
+    """The spec and the options of a ``%%gpujob`` line, or one ``UsageError`` naming every bad flag."""
+    problems = Problems()
+    options = cell_options(args, problems)
+    spec = _spec(args, team=team, command=command, env=env, default_name=default_name, found=problems)
+    problems.raise_any()
+    assert spec is not None  # no problems: the spec was built
+    return spec, options
 
 
 def build_spec(args: argparse.Namespace, *, team: str, command: Sequence[str], env: Mapping[str, str],
                default_name: str) -> JobSpec:
     """The ``JobSpec`` a ``%%gpujob`` line describes. ``env`` is the packaging's own (``--env`` overrides it).
 
-    Every problem becomes a ``UsageError`` naming the flag, before anything reaches the scheduler.
+    Every problem becomes a line of one ``UsageError`` naming the flag, before anything reaches the scheduler.
     """
+    found = Problems()
+    spec = _spec(args, team=team, command=command, env=env, default_name=default_name, found=found)
+    found.raise_any()
+    assert spec is not None
+    return spec
+
+
+def _spec(args: argparse.Namespace, *, team: str, command: Sequence[str], env: Mapping[str, str],
+          default_name: str, found: Problems) -> JobSpec | None:
+    """The spec, noting each problem in ``found``: a flag found wrong here stands in with its default, so the
+    spec's own checks still judge all the others (``--pods 0 --flavour tpu`` names both)."""
     if args.pods < 1:
-        raise UsageError(f"--pods {args.pods}: give at least 1 pod")
+        found.add("--pods", f"--pods {args.pods}: give at least 1 pod")
     if args.gpus_per_pod < 1:
-        raise UsageError(f"--gpus-per-pod {args.gpus_per_pod}: give at least 1")
-    try:
-        priority = PriorityClass(args.priority_class.strip().lower())
-    except ValueError:
-        raise UsageError(f"--priority-class {args.priority_class!r}: choose one of "
-                         f"{', '.join(p.value for p in PriorityClass)}") from None
+        found.add("--gpus-per-pod", f"--gpus-per-pod {args.gpus_per_pod}: give at least 1")
+    priority = found.check("--priority-class", lambda: _priority(args.priority_class), PriorityClass.STANDARD)
     flavours = tuple(f.strip().lower() for f in args.flavour.split(",") if f.strip())
     if not flavours:
-        raise UsageError(f"--flavour {args.flavour!r}: name at least one of {', '.join(FLAVOURS)}")
-    try:
-        checkpoint = CheckpointPolicy(interval=args.checkpoint_interval.strip().lower())
-    except ValidationError as exc:
-        raise UsageError(f"--checkpoint-interval {args.checkpoint_interval!r}: {_first_message(exc)}") from None
-    merged_env = {**env, **parse_env(args.env)}
+        found.add("--flavour", f"--flavour {args.flavour!r}: name at least one of {', '.join(FLAVOURS)}")
+    checkpoint = found.check("--checkpoint-interval", lambda: _checkpoint(args.checkpoint_interval),
+                             CheckpointPolicy())
+    topology = found.check("--topology", lambda: parse_topology(args.topology), None)
+    merged_env = {**env, **found.check("--env", lambda: parse_env(args.env), {})}
     try:
         return JobSpec(
             name=unquote(args.name) if args.name else default_name,
             team=team,
-            flavour=flavours,
-            pods=args.pods,
-            gpus_per_pod=args.gpus_per_pod,
-            topology=parse_topology(args.topology),
+            flavour=flavours or (DEFAULT_FLAVOUR,),
+            pods=max(args.pods, 1) if "--pods" in found.flags else args.pods,
+            gpus_per_pod=max(args.gpus_per_pod, 1) if "--gpus-per-pod" in found.flags else args.gpus_per_pod,
+            topology=topology,
             time_limit=args.time,
             priority_class=priority,
             preemptible=args.preemptible,
@@ -188,16 +241,36 @@ def build_spec(args: argparse.Namespace, *, team: str, command: Sequence[str], e
             command=tuple(command),
         )
     except ValidationError as exc:
-        raise UsageError(spec_error_message(exc, args)) from None
+        found.add("spec", spec_error_message(exc, args, skip=found.flags))
+        return None
 
 
-def spec_error_message(exc: ValidationError, args: argparse.Namespace) -> str:
-    """One line per problem, each naming the flag and the value typed."""
+def _priority(text: str) -> PriorityClass:
+    try:
+        return PriorityClass(text.strip().lower())
+    except ValueError:
+        raise UsageError(f"--priority-class {text!r}: choose one of "
+                         f"{', '.join(p.value for p in PriorityClass)}") from None
+
+
+def _checkpoint(text: str) -> CheckpointPolicy:
+    try:
+        return CheckpointPolicy(interval=text.strip().lower())
+    except ValidationError as exc:
+        raise UsageError(f"--checkpoint-interval {text!r}: {_first_message(exc)}") from None
+
+
+def spec_error_message(exc: ValidationError, args: argparse.Namespace, *,
+                       skip: set[str] | frozenset[str] = frozenset()) -> str:
+    """One line per problem, each naming the flag and the value typed (none for the flags in ``skip``, already
+    reported)."""
     lines = []
     for error in exc.errors():
         loc = error.get("loc", ())
         field = str(loc[0]) if loc else ""
         flag = FIELD_FLAGS.get(field, "")
+        if flag in skip:
+            continue
         message = _clean(error.get("msg", ""))
         if field == "name" and error.get("type") == "string_pattern_mismatch":
             message = "use letters, digits, '.', '_' and '-', starting with a letter or digit"

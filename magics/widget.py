@@ -21,7 +21,7 @@ import ipywidgets as w
 
 from scheduler_core.schemas import JobView
 
-from .fields import FIELD_LABELS, describe, utcnow
+from .fields import FIELD_LABELS, NONE, describe, utcnow
 
 STATE_COLOURS = {
     "PENDING": "#b26a00",
@@ -47,10 +47,11 @@ class JobWidget:
         self.title = w.HTML(self._title_html(name, team, "SUBMITTED"))
         self.values: dict[str, w.Label] = {key: w.Label(value="—") for key in FIELD_LABELS if key != "state"}
         self.state = w.Label(value="SUBMITTED")
-        rows = [
-            w.HBox([w.Label(value=label, layout=w.Layout(width="9.5em")), self.values[key]])
+        self.rows: dict[str, w.HBox] = {
+            key: w.HBox([w.Label(value=label, layout=w.Layout(width="9.5em")), self.values[key]],
+                        layout=w.Layout(display="none"))
             for key, label in FIELD_LABELS.items() if key != "state"
-        ]
+        }
         self.cancel_button = w.Button(description="Cancel job", button_style="danger", icon="stop",
                                       tooltip=f"cancel job {job_id}", layout=w.Layout(width="auto"))
         self.cancel_button.on_click(self._cancel_clicked)
@@ -60,7 +61,7 @@ class JobWidget:
         self.errors = w.Output()
         self.widget = w.VBox(
             [w.HBox([self.title, self.cancel_button], layout=w.Layout(justify_content="space-between")),
-             w.VBox(rows), self.notes, self.log_title, self.logs, self.errors],
+             w.VBox(list(self.rows.values())), self.notes, self.log_title, self.logs, self.errors],
             layout=w.Layout(border="1px solid #ccc", padding="6px", width="100%"),
         )
         self._name, self._team = name, team
@@ -73,13 +74,15 @@ class JobWidget:
     # -- the three ways it changes -------------------------------------------------------------------------------
 
     def refresh(self, view: JobView) -> None:
-        """Show ``view``: every field, the state badge, and the button only while cancelling can do something."""
+        """Show ``view``: the state badge, the rows that mean something in its state (the others fold away: no
+        queue position once it runs, no empty restarts), and the button only while cancelling can do something."""
         facts = describe(view, self._clock())
         with self._lock:
             self.state.value = facts.values["state"]
             self.title.value = self._title_html(view.name, view.team, facts.values["state"], view.state)
             for key, label in self.values.items():
                 label.value = facts.values[key]
+                self.rows[key].layout.display = "none" if facts.values[key] == NONE else None
             self.finished = facts.finished
             self.cancel_button.disabled = facts.finished or view.cancel_requested
             if view.cancel_requested and not facts.finished:

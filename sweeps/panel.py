@@ -1,13 +1,15 @@
 """``SweepPanel``: define a sweep in a notebook, launch it, and watch it run.
 
     from sweeps import SweepPanel
-    SweepPanel()                  # the form; "Launch" submits, then the live view takes over
-    SweepPanel(sweep_id="sweep_3f9e01")   # watch a sweep that already runs
+    SweepPanel()                  # the form; "Launch" submits, the form folds away and the live view takes over
+    SweepPanel(sweep_id="sweep_3f9e01")   # watch a sweep that already runs (no form until "New sweep")
 
 The panel owns its widgets and redraws everything in one method, ``refresh``: a background thread calls it every
 ``poll_s`` seconds while a sweep runs, and tests call it directly (they set widget values and ``click()`` buttons;
-no browser needed). It talks to the scheduler through the client SDK only, with the notebook's ``SHOAL_URL`` and
-``SHOAL_TOKEN`` unless given a client. Mistakes — a bad range, a flavour the cluster lacks — appear in the panel
+no browser needed). While a sweep is shown the form is folded away, so its defaults and its "Launch" button never
+sit above a sweep they did not make; "New sweep" unfolds it, filled in from the sweep on show. It talks to the
+scheduler through the client SDK only, finding the API as every Shoal client does (``SHOAL_URL``/``SHOAL_TOKEN``,
+the JupyterHub server's own token, the config file) unless given a client. Mistakes — a bad range, a flavour the cluster lacks — appear in the panel
 and nothing is submitted.
 """
 
@@ -129,6 +131,8 @@ class SweepPanel:
         self.launch.on_click(lambda _: self.submit())
         self.cancel = w.Button(description="Cancel sweep", button_style="danger", disabled=True)
         self.cancel.on_click(lambda _: self.cancel_sweep())
+        self.new_sweep = w.Button(description="New sweep", icon="plus", tooltip="define another sweep")
+        self.new_sweep.on_click(lambda _: self.unfold())
         self.message = w.HTML()
         self.form = w.VBox([
             w.HTML("<b>Sweep</b>"),
@@ -136,7 +140,7 @@ class SweepPanel:
             w.HBox([self.flavour, self.gpus]), w.HBox([self.n_trials, self.parallelism]),
             w.HBox([self.time_limit, self.metric]), w.HBox([self.direction, self.sampler]), self.pruner,
             w.HTML("<b>Search space</b>"), self.params_box, self.add_param,
-            w.HBox([self.launch, self.cancel]),
+            self.launch,
         ])
         self.title = w.HTML()
         self.progress = w.IntProgress(value=0, min=0, max=1, description="progress",
@@ -144,8 +148,8 @@ class SweepPanel:
         self.counts = w.HTML()
         self.best = w.HTML()
         self.plot = w.Image(format="png", layout=w.Layout(width="640px"))
-        self.live = w.VBox([self.title, self.progress, self.counts, self.best, self.plot],
-                           layout=w.Layout(display="none"))
+        self.live = w.VBox([self.title, self.progress, self.counts, self.best, self.plot,
+                            w.HBox([self.cancel, self.new_sweep])], layout=w.Layout(display="none"))
         self.widget = w.VBox([self.form, self.message, self.live])
         for name, low, high, log in (("lr", 0.01, 10.0, True), ("hidden", 4, 64, False)):
             self.add_parameter(name, "int" if name == "hidden" else "float", low, high, log)
@@ -213,14 +217,49 @@ class SweepPanel:
                               f"{'<ul>' + items + '</ul>' if items else ''}</div>")
 
     # -- the live view -------------------------------------------------------------------------------------------
+    @property
+    def folded(self) -> bool:
+        """The form is hidden (a sweep is on show)."""
+        return bool(self.form.layout.display == "none")
+
     def watch(self, sweep_id: str) -> None:
-        """Show ``sweep_id`` live (the form stays, for the next sweep)."""
+        """Show ``sweep_id`` live, with the form folded away ("New sweep" brings it back)."""
         self.sweep_id = sweep_id
+        self.form.layout.display = "none"
+        self.new_sweep.layout.display = None
         self.live.layout.display = None
         self.cancel.disabled = False
         self.refresh()
         if self.autorefresh:
             self._start_polling()
+
+    def unfold(self) -> None:
+        """Bring the form back for another sweep, filled in from the one on show (the live view stays below)."""
+        if self.view is not None:
+            self.fill(self.view)
+        self.message.value = ""
+        self.form.layout.display = None
+        self.new_sweep.layout.display = "none"
+
+    def fill(self, view: SweepView) -> None:
+        """Set the form to ``view``'s spec, so "New sweep" starts from the settings of the sweep on show."""
+        spec, trial = view.spec, view.spec.trial
+        self.name.value, self.team.value = spec.name, spec.team
+        self.command.value = shlex.join(trial.command)
+        if trial.flavour and trial.flavour[0] in self.flavour.options:
+            self.flavour.value = trial.flavour[0]
+        self.gpus.value = trial.gpus_per_pod
+        self.n_trials.value, self.parallelism.value = spec.n_trials, spec.parallelism
+        self.time_limit.value = _duration(trial.time_limit)
+        self.metric.value, self.direction.value = spec.objective.metric, str(spec.objective.direction)
+        self.sampler.value, self.pruner.value = spec.sampler.name, spec.pruner.name
+        for row in list(self.rows):
+            self.remove_parameter(row)
+        for name, param in spec.search_space.items():
+            if param.type == "categorical":
+                self.add_parameter(name, "categorical", choices=", ".join(str(c) for c in param.choices))
+            else:
+                self.add_parameter(name, param.type, param.low, param.high, param.log)
 
     def cancel_sweep(self) -> None:
         if self.sweep_id is None:
@@ -282,6 +321,14 @@ class SweepPanel:
         """Stop polling and close the widgets."""
         self._stop.set()
         self.widget.close()
+
+
+def _duration(seconds: float) -> str:
+    """``1800.0`` → ``30m``: the form's way of writing a time limit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def plot_png(view: SweepView, trials: list[TrialView]) -> bytes:

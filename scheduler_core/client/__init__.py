@@ -5,12 +5,12 @@ Used by the CLI, the JupyterHub spawner, the magics and the sweeps. Importing it
 """
 
 from .client import AsyncShoalClient, ShoalClient
-from .config import DEFAULT_URL, ClientConfig, config_path
+from .config import DEFAULT_URL, ClientConfig, Source, config_path, discover, hub_api_url
 from .errors import (ApiError, ApiUnavailable, AuthenticationFailed, InvalidRequest, JobNotFound, PermissionDenied,
                      ServerError, StateConflict)
 
 __all__ = [
     "ApiError", "ApiUnavailable", "AsyncShoalClient", "AuthenticationFailed", "ClientConfig", "DEFAULT_URL",
-    "InvalidRequest", "JobNotFound", "PermissionDenied", "ServerError", "ShoalClient", "StateConflict",
-    "config_path",
+    "InvalidRequest", "JobNotFound", "PermissionDenied", "ServerError", "ShoalClient", "Source", "StateConflict",
+    "config_path", "discover", "hub_api_url",
 ]

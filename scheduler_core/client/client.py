@@ -23,8 +23,8 @@ from ..model.sweep import Choice, SweepSpec
 from ..schemas import (FINISHED_STATES, FINISHED_SWEEP_STATES, ErrorResponse, EventList, JobView, LogChunk, NodeList,
                        QueueList, QueueView, QuotaView, ReportResponse, SubmitResponse, SweepList, SweepView,
                        TrialList, TrialView, UsageReport, WhoAmI)
-from .config import ClientConfig
-from .errors import ApiError, ApiUnavailable, for_status
+from .config import ClientConfig, config_path
+from .errors import ApiError, ApiUnavailable, AuthenticationFailed, for_status
 
 M = TypeVar("M", bound=BaseModel)
 When = datetime | date | str
@@ -199,13 +199,26 @@ def _headers(config: ClientConfig) -> dict[str, str]:
     return headers
 
 
-def _unavailable(url: str, exc: Exception) -> ApiUnavailable:
-    return ApiUnavailable(f"cannot reach the Shoal API at {url}: {exc or type(exc).__name__} "
-                          f"(is 'shoal up' running? is SHOAL_URL right?)")
+def _unavailable(config: ClientConfig, exc: Exception) -> ApiUnavailable:
+    return ApiUnavailable(f"cannot reach the Shoal API at {config.url}: {exc or type(exc).__name__} "
+                          f"(the URL came from {config.url_source.value}; is 'shoal up' running? is SHOAL_URL right?)")
+
+
+def _checked(config: ClientConfig, call: _Call[M], response: httpx.Response) -> M:
+    """``_decode``, with a 401 for a client that found no token at all saying where it looked."""
+    try:
+        return _decode(call, response)
+    except AuthenticationFailed as exc:
+        if config.token is not None:
+            raise
+        raise AuthenticationFailed(exc.status, exc.code, f"{exc.message}: no token found (set SHOAL_TOKEN, or "
+                                   f"write token = \"...\" to {config_path()}; inside JupyterHub the server's "
+                                   f"JUPYTERHUB_API_TOKEN is used)", exc.fields) from None
 
 
 class ShoalClient:
-    """Synchronous client. ``url``/``token`` default to ``SHOAL_URL``/``SHOAL_TOKEN``, then the config file."""
+    """Synchronous client. Without ``url``/``token`` it finds them as ``config.discover`` says: ``SHOAL_URL``/
+    ``SHOAL_TOKEN``, then the JupyterHub server's environment, then the config file."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  transport: httpx.BaseTransport | None = None, timeout: float = 30.0) -> None:
@@ -227,8 +240,8 @@ class ShoalClient:
             response = self._http.request(call.method, call.path, params=call.params or None,
                                           json=call.body, headers=call.headers or None)
         except httpx.TransportError as exc:
-            raise _unavailable(self.config.url, exc) from None
-        return _decode(call, response)
+            raise _unavailable(self.config, exc) from None
+        return _checked(self.config, call, response)
 
     def submit(self, spec: Spec, *, idempotency_key: str | None = None) -> SubmitResponse:
         return self._send(_calls.submit(spec, idempotency_key))
@@ -346,8 +359,8 @@ class AsyncShoalClient:
             response = await self._http.request(call.method, call.path, params=call.params or None,
                                                 json=call.body, headers=call.headers or None)
         except httpx.TransportError as exc:
-            raise _unavailable(self.config.url, exc) from None
-        return _decode(call, response)
+            raise _unavailable(self.config, exc) from None
+        return _checked(self.config, call, response)
 
     async def submit(self, spec: Spec, *, idempotency_key: str | None = None) -> SubmitResponse:
         return await self._send(_calls.submit(spec, idempotency_key))

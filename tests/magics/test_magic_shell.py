@@ -205,6 +205,8 @@ def test_failed_wait_raises_job_failed_with_a_short_traceback(ip: InteractiveShe
 @pytest.mark.parametrize(("line", "cell", "words"), [
     ("--pods x", "pass", "argument --pods: invalid int value: 'x'"),
     ("--flavour tpu", "pass", "--flavour 'tpu': unknown flavour 'tpu'"),
+    ("--pods 0 --flavour tpu", "pass", "2 problems with the flags:\n  --pods 0: give at least 1 pod\n"
+                                        "  --flavour 'tpu': unknown flavour 'tpu'"),
     ("--time forever", "pass", "--time 'forever': expected a duration"),
     ("--gpus 8", "pass", "unrecognized arguments: --gpus 8"),
     ("--push nothere", "pass", "--push nothere: no variable 'nothere' in the notebook"),

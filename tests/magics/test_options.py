@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import parse_argstring
 
 from magics.magic import GpuJobMagics
-from magics.options import build_spec, cell_options
+from magics.options import build_spec, cell_options, parse_cell
 from scheduler_core.model import JobSpec, PriorityClass
 
 COMMAND = ("python", "-m", "magics.runner", "/tmp/bundle")
@@ -90,6 +90,29 @@ def test_bad_flags_raise_usage_error_naming_the_flag(line: str, words: str) -> N
     with pytest.raises(UsageError) as info:
         spec(line)
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize(("line", "problems"), [
+    ("--pods 0 --flavour tpu", ["--pods 0: give at least 1 pod", "--flavour 'tpu': unknown flavour 'tpu'"]),
+    ("--gpus-per-pod 0 --priority-class urgent --time 2hours --topology rack",
+     ["--gpus-per-pod 0: give at least 1", "--priority-class 'urgent': choose one of", "--topology 'rack'",
+      "--time '2hours': expected a duration"]),
+    ("--env NOEQUALS --checkpoint-interval often --ranks some --push 1x",
+     ["--push '1x'", "--ranks 'some'", "--checkpoint-interval 'often'", "--env 'NOEQUALS'"]),
+])
+def test_every_bad_flag_is_named_at_once(line: str, problems: list[str]) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_cell(parse(line), team="fraud-ml", command=COMMAND, env={}, default_name="gpujob-3")
+    head, *lines = str(info.value).splitlines()
+    assert head == f"{len(problems)} problems with the flags:"
+    assert len(lines) == len(problems)
+    assert all(any(words in line for line in lines) for words in problems), lines
+
+
+def test_one_good_line_parses_into_spec_and_options() -> None:
+    spec, options = parse_cell(parse("--pods 2 --gpus-per-pod 8 --ranks all --wait"), team="fraud-ml",
+                               command=COMMAND, env={}, default_name="gpujob-3")
+    assert (spec.pods, spec.gpus_per_pod, options.ranks, options.wait) == (2, 8, None, True)
 
 
 @pytest.mark.parametrize(("line", "push", "pull", "ranks", "wait"), [

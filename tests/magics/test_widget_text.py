@@ -46,8 +46,7 @@ CASES = [
     ("pending", make_view().pending(2, "WaitingForCapacity", "needs 16 free h100", timedelta(minutes=12)),
      {"state": "PENDING", "position": "#2 in fraud-ml's queue",
       "reason": "WaitingForCapacity: needs 16 free h100", "estimated_start": "12:12:00 (in 12m)",
-      "placement": "—", "restarts": "0 (+0 after node failures, 0 preemptions)", "checkpoint": "—",
-      "gpu_hours": "0.00"}),
+      "placement": "—", "restarts": "—", "checkpoint": "—", "gpu_hours": "—"}),
     ("running", make_view().running().restarts(1, 2, 1).checkpoint(1200, timedelta(minutes=3)).gpu_hours(2.5),
      {"state": "RUNNING", "position": "—", "reason": "—", "estimated_start": "—",
       "placement": "2 × h100 pods on h100-a-n0, h100-a-n1 (block h100-a), nominal",
@@ -67,6 +66,29 @@ def test_widget_shows_each_field(case: str, view: object, expected: dict[str, st
     ui = widget()
     ui.refresh(view.build())  # type: ignore[attr-defined]
     assert {k: shown(ui)[k] for k in expected} == expected
+
+
+ROWS_SHOWN = [
+    ("pending", make_view().pending(2, "WaitingForCapacity", "needs 16 free h100", timedelta(minutes=12)),
+     ["position", "reason", "estimated_start"]),
+    ("pending again after a preemption", make_view().pending(1, "QuotaFull", "full", None).restarts(0, 0, 1)
+     .checkpoint(300, timedelta(minutes=9)).gpu_hours(1.5), ["position", "reason", "restarts", "checkpoint",
+                                                              "gpu_hours"]),
+    ("running", make_view().running(), ["placement", "gpu_hours"]),
+    ("running, restarted", make_view().running().restarts(1).checkpoint(10, timedelta(minutes=1)),
+     ["placement", "restarts", "checkpoint", "gpu_hours"]),
+    ("succeeded", make_view().running().finished("SUCCEEDED", 0).gpu_hours(0.5), ["placement", "gpu_hours"]),
+    ("failed", make_view().running().finished("FAILED", 1, "exited 1"), ["reason", "placement", "gpu_hours"]),
+]
+
+
+@pytest.mark.parametrize(("case", "view", "rows"), ROWS_SHOWN, ids=[c[0] for c in ROWS_SHOWN])
+def test_widget_shows_only_the_rows_that_mean_something_in_the_state(case: str, view: object,
+                                                                    rows: list[str]) -> None:
+    ui = widget()
+    ui.refresh(make_view().pending(1, "WaitingForCapacity", "x", timedelta(minutes=1)).build())
+    ui.refresh(view.build())  # type: ignore[attr-defined]
+    assert [key for key, row in ui.rows.items() if row.layout.display != "none"] == rows
 
 
 def test_many_nodes_are_summarised() -> None:
@@ -124,9 +146,7 @@ def test_text_block_leaves_out_empty_fields() -> None:
         "  state            PENDING\n"
         "  queue position   #3 in fraud-ml's queue\n"
         "  reason           QuotaFull: fraud-ml uses 16 of 16 h100\n"
-        "  estimated start  13:00:00 (in 1h)\n"
-        "  restarts         0 (+0 after node failures, 0 preemptions)\n"
-        "  GPU-hours used   0.00"
+        "  estimated start  13:00:00 (in 1h)"
     )
 
 

@@ -51,6 +51,7 @@ def test_the_default_form_launches_a_valid_sweep(api: Harness, panel: SweepPanel
     assert spec.search_space["lr"].log is True
     assert "Started sweep" in panel.message.value
     assert panel.live.layout.display is None and not panel.cancel.disabled
+    assert panel.folded and panel.form.layout.display == "none" and panel.new_sweep.layout.display is None
     assert panel.progress.max == 12 and panel.progress.value == 0
     assert "pending <b>12</b>" in panel.counts.value
 
@@ -86,7 +87,32 @@ def test_mistakes_are_shown_and_nothing_is_submitted(api: Harness, panel: SweepP
     panel.launch.click()
     assert words in panel.message.value and "color:#cf222e" in panel.message.value
     assert api.store.list_sweeps() == [] and panel.sweep_id is None
-    assert panel.live.layout.display == "none"
+    assert panel.live.layout.display == "none" and not panel.folded
+
+
+def test_new_sweep_unfolds_the_form_filled_in_from_the_sweep_on_show(api: Harness) -> None:
+    sweep_id = api.client("bob").create_sweep({
+        "name": "old", "team": "search", "n_trials": 7, "parallelism": 2, "pruner": {"name": "none"},
+        "objective": {"metric": "acc", "direction": "maximize"},
+        "search_space": {"x": {"type": "float", "low": 0.5, "high": 2, "log": True},
+                         "opt": {"type": "categorical", "choices": ["sgd", "adam"]}},
+        "trial": {"flavour": "h100-mig-1g", "command": ["python", "train.py", "--name", "a b"],
+                  "time_limit": "45m"}}).sweep_id
+    panel = SweepPanel(ShoalClient(api.url, api.users["bob"]), sweep_id=sweep_id, autorefresh=False)
+    assert panel.folded and panel.form.layout.display == "none" and panel.live.layout.display is None
+    panel.new_sweep.click()
+    assert not panel.folded and panel.new_sweep.layout.display == "none"
+    assert (panel.name.value, panel.n_trials.value, panel.parallelism.value) == ("old", 7, 2)
+    assert (panel.metric.value, panel.direction.value, panel.pruner.value) == ("acc", "maximize", "none")
+    assert (panel.command.value, panel.time_limit.value) == ("python train.py --name 'a b'", "45m")
+    assert [(r.name.value, r.kind.value) for r in panel.rows] == [("x", "float"), ("opt", "categorical")]
+    assert panel.rows[0].log.value and panel.rows[1].choices.value == "sgd, adam"
+    panel.name.value = "again"
+    panel.launch.click()
+    again = next(s for s in api.store.list_sweeps() if s.spec.name == "again")
+    assert panel.sweep_id == again.id and panel.folded
+    assert again.spec.trial.command == ("python", "train.py", "--name", "a b") and again.spec.n_trials == 7
+    panel.close()
 
 
 def test_the_live_view_follows_the_sweep(api: Harness, panel: SweepPanel) -> None:

@@ -113,22 +113,6 @@ def test_an_unreachable_server_says_where_it_looked() -> None:
     assert "http://127.0.0.1:9" in str(info.value) and "shoal up" in str(info.value)
 
 
-def test_config_comes_from_arguments_then_environment_then_file(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    config = tmp_path / "shoal" / "config"
-    config.parent.mkdir()
-    config.write_text('url = "http://from-file:1"\ntoken = "file-token"\n')
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.delenv("SHOAL_URL", raising=False)
-    monkeypatch.delenv("SHOAL_TOKEN", raising=False)
-
-    assert ClientConfig.resolve() == ClientConfig("http://from-file:1", "file-token")
-    monkeypatch.setenv("SHOAL_URL", "http://from-env:2/")
-    monkeypatch.setenv("SHOAL_TOKEN", "env-token")
-    assert ClientConfig.resolve() == ClientConfig("http://from-env:2", "env-token")
-    assert ClientConfig.resolve("http://arg:3", "arg-token") == ClientConfig("http://arg:3", "arg-token")
-
-
 def test_importing_the_client_pulls_in_no_server_side() -> None:
     code = ("import json, sys, scheduler_core.client; "
             "print(json.dumps(sorted(sys.modules)))")
