@@ -14,7 +14,6 @@ from typing import Protocol
 from IPython.core.error import UsageError
 
 from scheduler_core.client import ApiUnavailable, AuthenticationFailed, ClientConfig, ShoalClient, config_path
-from scheduler_core.errors import ConfigError
 from scheduler_core.model import JobSpec
 from scheduler_core.schemas import JobView, LogChunk, QueueView, SubmitResponse, WhoAmI
 
@@ -40,7 +39,7 @@ def resolve(path: Path | None = None) -> ClientConfig:
     where = path or config_path()
     try:
         config = ClientConfig.resolve(path=where)
-    except ConfigError as exc:  # a malformed config file (the error names file and field): say so, don't crash
+    except Exception as exc:  # a malformed config file (ConfigError names file and field): say so, don't crash
         raise UsageError(f"cannot read the Shoal client config: {exc}") from None
     if not config.token:
         raise UsageError(
