@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from ..job_env import visible_devices
 from ..model.cluster import Node
-from ..policy.snapshot import Placement
+from ..model.allocation import Placement
 from ..schemas import (CheckpointView, EventView, JobView, NodeView, PlacementView, PodView, QueueEntry,
                        SubmitResponse, utc)
 from ..store.records import CheckpointRecord, Event, JobRecord, NodeRecord

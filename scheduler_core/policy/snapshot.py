@@ -2,27 +2,20 @@
 
 These are lean, slotted types on purpose: the cycle walks thousands of them in a few milliseconds. The live
 controller and the simulator build the same ``Snapshot`` from their store; ``run_cycle`` never sees anything else.
+``AdmittedAs`` and ``Placement`` live in ``model.allocation`` (the store keeps them) and are re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum, StrEnum
+from enum import IntEnum
 from types import MappingProxyType
 from typing import Mapping
 
+from ..model.allocation import AdmittedAs as AdmittedAs, Placement as Placement, PodPlacement as PodPlacement
 from ..model.cluster import Health, Node
 from ..model.job import JobKind, JobSpec, PriorityClass, TopologyLevel
 from ..model.team import Quota, TeamConfig
-
-
-class AdmittedAs(StrEnum):
-    """How a running job holds its units. Nominal is protected; borrowed can be reclaimed; scavenger is killed
-    without ceremony whenever anyone else wants the units."""
-
-    NOMINAL = "nominal"
-    BORROWED = "borrowed"
-    SCAVENGER = "scavenger"
 
 
 class Band(IntEnum):
@@ -147,24 +140,6 @@ class JobRequest:
             grace_s=spec.checkpoint.grace_period if spec.preemptible else 0.0,
             checkpoint_cost_s=cost, submitted_at=submitted_at,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class PodPlacement:
-    """One pod on one node: ``units`` index ``Node.devices[flavour]`` of that node."""
-
-    node: str
-    units: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    flavour: str
-    pods: tuple[PodPlacement, ...]
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(pod.node for pod in self.pods))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from ..model.cluster import Health, Node
 from ..model.job import JobSpec
 from ..model.team import TeamConfig
-from ..policy.decisions import Reason
-from ..policy.snapshot import AdmittedAs, Placement
+from ..model.reasons import Reason
+from ..model.allocation import AdmittedAs, Placement
 from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
 from .records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord, UsageRecord
 

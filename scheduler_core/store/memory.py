@@ -21,8 +21,8 @@ from ..errors import Conflict, NotFound, StaleLeader
 from ..model.cluster import Health, Node
 from ..model.job import JobSpec
 from ..model.team import TeamConfig
-from ..policy.decisions import Reason
-from ..policy.snapshot import AdmittedAs, Placement
+from ..model.reasons import Reason
+from ..model.allocation import AdmittedAs, Placement
 from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
 from .base import Store
 from .ids import SWEEP_PREFIX, JobIdGenerator

@@ -9,8 +9,8 @@ from typing import Any
 from ..model.cluster import Health, Node
 from ..model.job import JobSpec
 from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
-from ..policy.decisions import Reason
-from ..policy.snapshot import AdmittedAs, Placement
+from ..model.reasons import Reason
+from ..model.allocation import AdmittedAs, Placement
 
 
 class JobState(StrEnum):

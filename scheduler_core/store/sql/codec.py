@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ...model.cluster import Device, Node
 from ...model.job import JobSpec
-from ...policy.snapshot import Placement, PodPlacement
+from ...model.allocation import Placement, PodPlacement
 
 
 def plain(value: Any) -> Any:
