@@ -10,6 +10,12 @@
   SHOAL_HUB_PASSWORD     the demo password every listed user logs in with
   SHOAL_REAPER_TIMEOUT   idle limit of the reaper (default 1h); SHOAL_REAPER_EVERY, time between sweeps (5m)
   SHOAL_REAPER_BORROWED_TIMEOUT  idle limit of a notebook on slices its team borrowed (default 10m)
+  SHOAL_HUB_SERVICE_TOKEN  the ``shoal`` service's hub token, also its OAuth client secret (the dashboard's login)
+
+The scheduler is the hub service ``shoal`` with its URL, so the proxy forwards ``/services/shoal/`` to it: the same
+API as the direct port under ``/services/shoal/v1/``, and the dashboard at ``/services/shoal/``, logged in through
+the hub's OAuth. ``public_url`` makes the hub give each server ``JUPYTERHUB_PUBLIC_HUB_URL``, from which a notebook
+finds the API with no ``SHOAL_URL``.
 
 Production uses the same spawner and reaper with any JupyterHub authenticator that sets groups (see
 docs/notebooks.md for the Kubernetes config).
@@ -31,6 +37,7 @@ state.mkdir(parents=True, exist_ok=True)
 
 # -- the hub, its proxy and its state -------------------------------------------------------------------------------
 c.JupyterHub.bind_url = public_url
+c.JupyterHub.public_url = public_url.rstrip("/") + "/"
 c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{os.environ.get('SHOAL_HUB_API_PORT', '8081')}"
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ.get('SHOAL_HUB_PROXY_API_PORT', '8001')}"
 c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
@@ -56,8 +63,12 @@ if os.getuid() == 0:
 c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", "access:services!service=shoal"]
 
 # -- the scheduler API and the idle reaper, as hub services -----------------------------------------------------------
+shoal_service = {"name": "shoal", "url": shoal_url, "display": True, "info": {"description": "Shoal dashboard"},
+                 "oauth_no_confirm": True}  # part of the platform: no "authorize access?" page on the way in
+if os.environ.get("SHOAL_HUB_SERVICE_TOKEN"):
+    shoal_service["api_token"] = os.environ["SHOAL_HUB_SERVICE_TOKEN"]
 c.JupyterHub.services = [
-    {"name": "shoal", "display": False},
+    shoal_service,
     {
         "name": "shoal-reaper",
         "command": [sys.executable, "-m", "hub_spawner.reaper",

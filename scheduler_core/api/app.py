@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -10,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from . import handlers as h
 from . import sweep_handlers as sh
-from .auth import Authenticator
+from .auth import Authenticator, CookieAuthenticator
 from .logs import LogReader
 from .metrics import make_registry
 from .service import ApiService
@@ -28,24 +29,33 @@ def write_threads_for(database_url: str) -> int:
     return 1 if database_url.startswith("sqlite") else 4
 
 
+Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]
+
+
 def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
              registry: CollectorRegistry | None = None, logs: LogReader | None = None,
-             **settings: Any) -> tornado.web.Application:
+             mounts: Sequence[str] = ("",), cookies: CookieAuthenticator | None = None,
+             extra_routes: Sequence[Route] = (), **settings: Any) -> tornado.web.Application:
     """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
     ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).
     ``registry`` is the Prometheus registry ``/metrics`` serves (default: one with the store's gauges); ``logs``
-    reads pod output for ``/v1/jobs/{id}/logs`` (none: that endpoint answers 404)."""
+    reads pod output for ``/v1/jobs/{id}/logs`` (none: that endpoint answers 404).
+
+    ``mounts`` are the path prefixes the same API answers under: ``""`` is the direct port's ``/v1/...``, and
+    running as a JupyterHub service, ``/services/shoal`` is where the hub's proxy forwards (it keeps the prefix).
+    ``cookies`` identifies a browser by the hub's OAuth cookie on reads (the dashboard polls a job's logs this
+    way); ``extra_routes`` (the dashboard's pages) are served by the same process, after the API's."""
     from .openapi import document  # here, so `python -m scheduler_core.api.openapi` runs it exactly once
 
     ctx = h.ApiContext(
         service=service, authenticator=authenticator,
         pool=ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="shoal-api-read"),
         write_pool=ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="shoal-api-write"),
-        registry=registry or make_registry(service.store), openapi=document(), logs=logs,
+        registry=registry or make_registry(service.store), openapi=document(), logs=logs, cookies=cookies,
     )
     args = {"ctx": ctx}
     sweep_args = {"ctx": ctx, "sweeps": SweepService(service)}
-    routes: list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]] = [
+    api: list[Route] = [
         (r"/v1/jobs", h.JobsHandler, args),
         (rf"/v1/jobs/{_JOB}:cancel", h.JobCancelHandler, args),
         (rf"/v1/jobs/{_JOB}:checkpoint", h.JobCheckpointHandler, args),
@@ -69,6 +79,8 @@ def make_app(service: ApiService, authenticator: Authenticator, *, read_threads:
         (r"/healthz", h.HealthHandler, args),
         (r"/metrics", h.MetricsHandler, args),
     ]
+    routes = [(mount.rstrip("/") + pattern, handler, kwargs) for mount in mounts for pattern, handler, kwargs in api]
+    routes.extend(extra_routes)
     return tornado.web.Application(
         routes, default_handler_class=h.NotFoundHandler, default_handler_args=args,
         serve_traceback=False, **settings)

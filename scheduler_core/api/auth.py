@@ -15,14 +15,24 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..auth.tokens import Identity, TokenStore, hash_token
+
+if TYPE_CHECKING:
+    import tornado.web
 
 
 class Authenticator(Protocol):
     async def authenticate(self, token: str) -> Identity | None:
         """The identity ``token`` stands for, or ``None`` if this authenticator does not know it."""
+        ...
+
+
+class CookieAuthenticator(Protocol):
+    async def from_cookie(self, handler: tornado.web.RequestHandler) -> Identity | None:
+        """The identity of the browser behind ``handler``'s request, by a login cookie, or ``None``. Asked only on
+        reads (GET, HEAD): a write authenticated by a cookie alone could be forged by another site."""
         ...
 
 

@@ -22,7 +22,7 @@ from ..auth.tokens import Identity
 from ..errors import NotFound, ShoalError, Unauthorized
 from ..schemas import FINISHED_STATES, LogChunk
 from ..store.records import JobState
-from .auth import Authenticator, bearer_token
+from .auth import Authenticator, CookieAuthenticator, bearer_token
 from .errors import BadRequest, error_body, plain_error, status_of
 from .logs import LogReader
 from .service import ACTIVE_STATES, ApiService
@@ -30,6 +30,7 @@ from .service import ACTIVE_STATES, ApiService
 log = logging.getLogger("shoal.api")
 T = TypeVar("T")
 _MAX_KEY = 255
+_READS = ("GET", "HEAD")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ApiContext:
     registry: CollectorRegistry
     openapi: dict[str, Any]
     logs: LogReader | None = None
+    cookies: CookieAuthenticator | None = None
 
 
 class BaseHandler(tornado.web.RequestHandler):
@@ -61,6 +63,11 @@ class BaseHandler(tornado.web.RequestHandler):
         if not self.requires_auth:
             return
         token = bearer_token(self.request.headers.get("Authorization"))
+        if token is None and self.ctx.cookies is not None and self.request.method in _READS:
+            identity = await self.ctx.cookies.from_cookie(self)
+            if identity is not None:
+                self.identity = identity
+                return
         if token is None:
             raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>' "
                                "(create one with 'shoal token create')")
@@ -179,7 +186,8 @@ class JobsHandler(BaseHandler):
                              fields={"Idempotency-Key": "1–255 printable characters"})
         payload = self.json_body()
         reply = await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key)
-        self.set_header("Location", f"/v1/jobs/{reply.job_id}")
+        mount = self.request.path[:-len("/v1/jobs")]  # "" on the direct port, the hub service's prefix under it
+        self.set_header("Location", f"{mount}/v1/jobs/{reply.job_id}")
         self.send(reply, 202)
 
 

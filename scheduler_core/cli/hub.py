@@ -1,8 +1,9 @@
 """JupyterHub as a child of ``shoal up``: the embedded default's notebooks (DESIGN §4, §8).
 
 ``shoal up`` composes the scheduler and then starts JupyterHub (which starts configurable-http-proxy) with
-``deploy/jupyterhub_config.py``; the scheduler's API is registered there as the hub service ``shoal`` and accepts
-hub tokens (``api.hub_auth``). Everything the hub needs comes through environment variables, so this module knows
+``deploy/jupyterhub_config.py``; the scheduler's API is registered there as the hub service ``shoal`` with its
+URL, so the hub's proxy forwards ``/services/shoal/`` to it (the API under ``/services/shoal/v1/``, the dashboard at
+``/services/shoal/``), and it accepts hub tokens (``api.hub_auth``) and the hub's OAuth cookie (``dashboard.login``). Everything the hub needs comes through environment variables, so this module knows
 nothing of the spawner: the core never imports the packages built on it.
 """
 
@@ -27,6 +28,8 @@ DEFAULT_HUB_CONFIG = ROOT / "deploy" / "jupyterhub_config.py"
 DEFAULT_USERS = ROOT / "deploy" / "hub" / "users.yaml"
 #: The hub service name the API answers to; the spawner's tokens carry ``access:services!service=shoal``.
 SERVICE_NAME = "shoal"
+#: Where the hub's proxy mounts the service: the API and the dashboard answer under it too.
+SERVICE_PREFIX = f"/services/{SERVICE_NAME}/"
 #: Hub services that act as admins on the API (the idle reaper cancels any team's idle notebook).
 ADMIN_SERVICES = ("shoal-reaper",)
 
@@ -44,6 +47,8 @@ class HubSettings:
     extra_config: Path | None = None
     reaper_timeout: str = "1h"
     reaper_every: str = "5m"
+    #: The ``shoal`` service's own hub token: its OAuth client secret, with which the dashboard logs users in.
+    service_token: str = field(default_factory=lambda: secrets.token_hex(32), repr=False)
 
     @property
     def hub_api_url(self) -> str:
@@ -65,6 +70,7 @@ def hub_environment(settings: HubSettings, base: dict[str, str] | None = None) -
         "SHOAL_HUB_PASSWORD": settings.password,
         "SHOAL_REAPER_TIMEOUT": settings.reaper_timeout,
         "SHOAL_REAPER_EVERY": settings.reaper_every,
+        "SHOAL_HUB_SERVICE_TOKEN": settings.service_token,
     })
     if settings.extra_config is not None:
         env["SHOAL_HUB_EXTRA_CONFIG"] = str(settings.extra_config)

@@ -14,6 +14,7 @@ import asyncio
 import errno
 import logging
 import os
+import secrets
 import shlex
 import signal
 import sys
@@ -27,7 +28,7 @@ import click
 from ..config import load_cluster, load_teams
 from ..kube.setup import KubeOptions, kube_options, options_from
 from ..model.durations import parse_duration
-from .hub import ADMIN_SERVICES, DEFAULT_USERS, SERVICE_NAME, HubProcess, HubSettings
+from .hub import ADMIN_SERVICES, DEFAULT_USERS, SERVICE_NAME, SERVICE_PREFIX, HubProcess, HubSettings
 from .state import DEFAULT_STATE_DIR, database_url, executor_dir, open_state, state_options
 
 #: Marks that the first start already printed its admin token (tokens are kept only as hashes).
@@ -135,16 +136,22 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     # Shoal's own tokens; running as a JupyterHub service, the hub's authenticator joins this chain: a notebook's
     # own hub token then submits for its user's team (the team is a hub group).
     chain: list[Authenticator] = [TokenAuthenticator(store)]
-    hub_settings: HubSettings | None = None
-    if options.hub is not None:
-        hub_settings = _hub_settings(options)
-        chain.append(HubAuthenticator(hub_settings.hub_api_url, service_name=SERVICE_NAME,
-                                      teams=lambda: service.teams, admin_services=ADMIN_SERVICES))
-    elif options.hub_api_url:
-        chain.append(HubAuthenticator(options.hub_api_url, service_name=SERVICE_NAME, teams=lambda: service.teams,
-                                      admin_services=ADMIN_SERVICES))
+    hub_settings = _hub_settings(options) if options.hub is not None else None
+    hub_api_url = hub_settings.hub_api_url if hub_settings is not None else options.hub_api_url
+    under_hub: dict[str, Any] = {}
+    if hub_api_url:
+        hub_tokens = HubAuthenticator(hub_api_url, service_name=SERVICE_NAME, teams=lambda: service.teams,
+                                      admin_services=ADMIN_SERVICES)
+        chain.append(hub_tokens)
+        # The hub's proxy forwards /services/shoal/ here, prefix kept: the same API answers below it.
+        under_hub["mounts"] = ("", SERVICE_PREFIX)
+        service_token = hub_settings.service_token if hub_settings is not None else os.environ.get(
+            "SHOAL_HUB_SERVICE_TOKEN", "")
+        if service_token:  # the service's OAuth client secret: browsers log in through the hub
+            under_hub.update(_dashboard(service, hub_tokens, hub_api_url, service_token, options.state_dir))
     authenticator = ChainAuthenticator(chain)
-    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry, logs=logs)
+    app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry, logs=logs,
+                   **under_hub)
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:
@@ -203,6 +210,30 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         await scheduler
         executor.close()
         store.dispose()
+
+
+def _dashboard(service: Any, hub_tokens: Any, hub_api_url: str, service_token: str,
+               state_dir: Path) -> dict[str, Any]:
+    """``make_app``'s arguments for the dashboard at ``/services/shoal/`` and the hub's OAuth cookie on the API."""
+    from ..dashboard import dashboard_app_arguments
+    from ..dashboard.login import HubCookies, hub_oauth
+
+    oauth = hub_oauth(hub_api_url=hub_api_url, service_name=SERVICE_NAME, service_token=service_token)
+    return dashboard_app_arguments(service, oauth, HubCookies(oauth, hub_tokens),
+                                   cookie_secret=_kept_secret(state_dir / "dashboard-cookie-secret"),
+                                   admin_services=ADMIN_SERVICES)
+
+
+def _kept_secret(path: Path) -> bytes:
+    """A random secret kept (owner-only) in ``path``, so the dashboard's logins outlive a restart."""
+    if path.exists():
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_hex(32).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(secret)
+    return secret
 
 
 def _hub_settings(options: UpOptions) -> HubSettings:
