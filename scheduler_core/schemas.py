@@ -248,13 +248,16 @@ class UsageReport(_Body):
 class LogChunk(_Body):
     """``GET /v1/jobs/{id}/logs?rank=R&offset=N``: what one pod printed, read on from byte ``offset``.
 
-    Read again with ``offset=next_offset`` to follow the pod. ``eof`` is true once the job has finished and
-    nothing is left to read. ``attempt`` names the launch the text belongs to (a restart starts a new log).
+    Read again with ``offset=next_offset`` to follow the pod. ``eof`` is true once nothing more will be written:
+    the job has finished, or the attempt read was followed by another. ``attempt`` names the launch the text
+    belongs to (a restart starts a new log, from offset 0); ``latest_attempt`` says whether a newer one exists, so
+    a follower reads the old attempt to its end, then moves on (``?attempt=``).
     """
 
     job_id: str
     rank: int
     attempt: int | None = Field(description="the launch this log belongs to; null before the job first starts")
+    latest_attempt: int | None = Field(default=None, description="the job's newest launch; null before the first")
     offset: int
     next_offset: int
     text: str

@@ -204,16 +204,18 @@ class JobLogsHandler(BaseHandler):
         view = await self.call(self.ctx.service.job, self.identity, job_id)
         rank = self.int_arg("rank", 0)
         offset = self.int_arg("offset", 0)
+        attempt = self.int_arg("attempt")
         assert rank is not None and offset is not None
         if rank >= view.spec.pods:
             raise BadRequest(f"job {job_id} has ranks 0 to {view.spec.pods - 1}, not {rank}",
                              fields={"rank": f"must be below {view.spec.pods}"})
         if self.ctx.logs is None:
             raise NotFound("this scheduler's executor keeps no pod logs it can serve")
-        read = await self.call(self.ctx.logs.read, job_id, rank, offset)
-        self.send(LogChunk(job_id=job_id, rank=rank, attempt=read.attempt, offset=offset,
-                           next_offset=read.next_offset, text=read.text,
-                           eof=view.state in FINISHED_STATES and read.at_end))
+        read = await self.call(self.ctx.logs.read, job_id, rank, offset, attempt=attempt)
+        superseded = read.attempt is not None and read.latest is not None and read.attempt < read.latest
+        self.send(LogChunk(job_id=job_id, rank=rank, attempt=read.attempt, latest_attempt=read.latest,
+                           offset=offset, next_offset=read.next_offset, text=read.text,
+                           eof=(view.state in FINISHED_STATES or superseded) and read.at_end))
 
 
 class JobCancelHandler(BaseHandler):

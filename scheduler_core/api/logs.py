@@ -17,16 +17,20 @@ MAX_CHUNK = 256 * 1024
 
 @dataclass(frozen=True, slots=True)
 class LogRead:
-    attempt: int | None
+    attempt: int | None   # the attempt read (None: none yet, or not the asked one)
     text: str
     next_offset: int
-    at_end: bool  # nothing more in the file now
+    at_end: bool          # nothing more in the file now
+    latest: int | None = None  # the job's newest attempt
 
 
 class LogReader(Protocol):
     """Where ``GET /v1/jobs/{id}/logs`` reads pod output: this module's files, or Kubernetes (``kube.logs``)."""
 
-    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK) -> LogRead: ...
+    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK,
+             attempt: int | None = None) -> LogRead:
+        """What ``rank`` wrote from ``offset`` on, in ``attempt`` (default: the latest)."""
+        ...
 
 
 class PodLogReader:
@@ -40,11 +44,14 @@ class PodLogReader:
             return None
         return max(attempts) if attempts else None
 
-    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK) -> LogRead:
-        """What rank ``rank`` of the job's latest attempt wrote from byte ``offset`` on (at most ``limit``)."""
-        attempt = self.latest_attempt(job_id)
-        if attempt is None:
-            return LogRead(attempt=None, text="", next_offset=offset, at_end=True)
+    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK,
+             attempt: int | None = None) -> LogRead:
+        """What rank ``rank`` of ``attempt`` (default: the job's latest) wrote from byte ``offset`` on (at most
+        ``limit``)."""
+        latest = self.latest_attempt(job_id)
+        if latest is None or (attempt is not None and attempt > latest):
+            return LogRead(attempt=None, text="", next_offset=offset, at_end=True, latest=latest)
+        attempt = latest if attempt is None else attempt
         path = self.root / job_id / str(attempt) / f"rank-{rank}.log"
         try:
             with open(path, "rb") as fh:
@@ -54,11 +61,11 @@ class PodLogReader:
                 fh.seek(start)
                 data = fh.read(limit)
         except FileNotFoundError:
-            return LogRead(attempt=attempt, text="", next_offset=offset, at_end=True)
+            return LogRead(attempt=attempt, text="", next_offset=offset, at_end=True, latest=latest)
         data = whole_characters(data)
         end = start + len(data)
         return LogRead(attempt=attempt, text=data.decode("utf-8", errors="replace"), next_offset=end,
-                       at_end=end >= size)
+                       at_end=end >= size, latest=latest)
 
 
 def whole_characters(data: bytes) -> bytes:

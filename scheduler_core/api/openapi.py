@@ -63,8 +63,10 @@ _ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | No
      [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
     ("/v1/jobs/{job_id}:checkpoint", "post", "Ask a running job to checkpoint now (e.g. before maintenance)",
      [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
-    ("/v1/jobs/{job_id}/logs", "get", "What one pod printed (its latest attempt), read on from a byte offset",
+    ("/v1/jobs/{job_id}/logs", "get", "What one pod printed (its latest attempt, or ?attempt=), read on from a "
+                                      "byte offset",
      [_JOB_ID, _query("rank", "the pod's rank (default 0)", {"type": "integer", "minimum": 0}),
+      _query("attempt", "which launch (0 first; default the latest)", {"type": "integer", "minimum": 0}),
       _query("offset", "byte offset to read from; pass the last answer's next_offset", {"type": "integer",
                                                                                        "minimum": 0})],
      None, 200, LogChunk, (400, 401, 403, 404)),

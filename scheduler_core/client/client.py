@@ -86,8 +86,11 @@ class _calls:
         return _Call("POST", _job(job_id) + ":checkpoint", JobView)
 
     @staticmethod
-    def logs(job_id: str, rank: int, offset: int) -> _Call[LogChunk]:
-        return _Call("GET", _job(job_id) + "/logs", LogChunk, params={"rank": str(rank), "offset": str(offset)})
+    def logs(job_id: str, rank: int, offset: int, attempt: int | None) -> _Call[LogChunk]:
+        params = {"rank": str(rank), "offset": str(offset)}
+        if attempt is not None:
+            params["attempt"] = str(attempt)
+        return _Call("GET", _job(job_id) + "/logs", LogChunk, params=params)
 
     @staticmethod
     def queue(team: str, states: str | list[str] | tuple[str, ...] | None) -> _Call[QueueView]:
@@ -255,9 +258,10 @@ class ShoalClient:
     def checkpoint(self, job_id: str) -> JobView:
         return self._send(_calls.checkpoint(job_id))
 
-    def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk:
-        """What pod ``rank`` printed from byte ``offset`` on; read again from ``next_offset`` to follow it."""
-        return self._send(_calls.logs(job_id, rank, offset))
+    def logs(self, job_id: str, *, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
+        """What pod ``rank`` printed from byte ``offset`` on, in ``attempt`` (default: the latest); read again
+        from ``next_offset`` to follow it."""
+        return self._send(_calls.logs(job_id, rank, offset, attempt))
 
     def queue(self, team: str, *, states: str | list[str] | None = None) -> QueueView:
         return self._send(_calls.queue(team, states))
@@ -374,8 +378,8 @@ class AsyncShoalClient:
     async def checkpoint(self, job_id: str) -> JobView:
         return await self._send(_calls.checkpoint(job_id))
 
-    async def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> LogChunk:
-        return await self._send(_calls.logs(job_id, rank, offset))
+    async def logs(self, job_id: str, *, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
+        return await self._send(_calls.logs(job_id, rank, offset, attempt))
 
     async def queue(self, team: str, *, states: str | list[str] | None = None) -> QueueView:
         return await self._send(_calls.queue(team, states))

@@ -25,7 +25,9 @@ class KubePodLogReader:
         self.namespace = namespace
         self.request_timeout_s = request_timeout_s
 
-    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK) -> LogRead:
+    def read(self, job_id: str, rank: int, offset: int, *, limit: int = MAX_CHUNK,
+             attempt: int | None = None) -> LogRead:
+        """As ``PodLogReader.read``; only the current attempt's pod exists, so an older attempt reads as empty."""
         from kubernetes.client.exceptions import ApiException
         name = names.pod_name(job_id, rank)
         try:
@@ -36,7 +38,9 @@ class KubePodLogReader:
             pods = [pod for pod in json.loads(response.data).get("items") or () if manifests.pod_job(pod) == job_id]
             if not pods:
                 return LogRead(attempt=None, text="", next_offset=offset, at_end=True)
-            attempt = manifests.pod_attempt(pods[0])
+            latest = manifests.pod_attempt(pods[0])
+            if attempt is not None and attempt != latest:
+                return LogRead(attempt=None, text="", next_offset=offset, at_end=True, latest=latest)
             response = self.core.read_namespaced_pod_log(
                 name, self.namespace, container=names.CONTAINER, limit_bytes=offset + limit,
                 _preload_content=False, _request_timeout=self.request_timeout_s)
@@ -48,5 +52,5 @@ class KubePodLogReader:
         start = min(offset, len(data))
         chunk = whole_characters(data[start:start + limit])
         end = start + len(chunk)
-        return LogRead(attempt=attempt, text=chunk.decode("utf-8", errors="replace"), next_offset=end,
-                       at_end=len(data) < offset + limit and end >= len(data))
+        return LogRead(attempt=latest, text=chunk.decode("utf-8", errors="replace"), next_offset=end,
+                       at_end=len(data) < offset + limit and end >= len(data), latest=latest)

@@ -102,6 +102,24 @@ def test_a_restart_serves_the_new_attempt(api: LogsApi) -> None:
     assert (chunk.attempt, chunk.text) == (1, "second try\n")
 
 
+def test_an_earlier_attempt_is_read_to_its_end_and_says_so(api: LogsApi) -> None:
+    job = api.running_job(1)
+    api.write(job, 0, 0, b"first try\n")
+    client = api.client()
+    live = client.logs(job, rank=0, attempt=0)
+    assert (live.attempt, live.latest_attempt, live.text, live.eof) == (0, 0, "first try\n", False)
+    api.write(job, 0, 0, b"last words\n")
+    api.write(job, 1, 0, b"second try\n")
+    old = client.logs(job, rank=0, attempt=0, offset=live.next_offset)
+    assert (old.attempt, old.latest_attempt, old.text, old.eof) == (0, 1, "last words\n", True)
+    new = client.logs(job, rank=0, attempt=1)
+    assert (new.attempt, new.latest_attempt, new.text, new.eof) == (1, 1, "second try\n", False)
+    future = client.logs(job, rank=0, attempt=5)
+    assert (future.attempt, future.latest_attempt, future.text, future.eof) == (None, 1, "", False)
+    with pytest.raises(InvalidRequest, match="attempt must be"):
+        client.logs(job, rank=0, attempt=-1)
+
+
 def test_a_character_cut_by_a_read_comes_whole_in_the_next(api: LogsApi) -> None:
     job = api.running_job(1)
     api.write(job, 0, 0, "é".encode()[:1])

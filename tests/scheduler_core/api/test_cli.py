@@ -1,6 +1,7 @@
 """The ``shoal`` commands a user types, against a real API server; and the operator's commands on a real SQL store.
 
-Each mistake must exit 2 with one ``shoal: error:`` line, and store nothing.
+Each mistake exits with its documented code (2 usage, 3 auth or permission, 4 not found, 1 server or unreachable)
+and one ``shoal: error:`` line, and stores nothing.
 """
 
 from __future__ import annotations
@@ -78,27 +79,28 @@ def test_flags_override_the_file(api: Harness, shoal: Shoal, tmp_path: Path) -> 
     assert api.store.list_jobs()[0].spec.pods == 2
 
 
-@pytest.mark.parametrize(("content", "args", "words"), [
-    ("name: j\n  bad: indent\n", (), "job.yaml:2: not valid YAML: mapping values are not allowed here"),
-    ("name: j\npods: 0\ngpus_per_pod: 8\ncommand: [x]\n", (), "job.yaml: pods: Input should be greater than"),
-    ("- just\n- a list\n", (), "expected a mapping of job fields"),
-    ("name: j\ncommand: [x]\n", ("--pods", "1250", "--gpus", "8"), "pods: Input should be less than or equal to 1024"),
-    ("name: j\ncommand: [x]\n", ("--pods", "1000", "--gpus", "8"), "this job can never run here: pods:"),
-    ("name: j\ncommand: [x]\n", ("--flavour", "h200"), "unknown flavour 'h200'"),
-    ("name: j\ncommand: [x]\n", ("--team", "search"), "may not submit jobs for team 'search'"),
-    ("name: j\ncommand: [x]\n", ("--team", "nosuch"), "unknown team 'nosuch'"),
-    ("name: j\n", (), "no command"),
-    ("name: j\ncommand: [x]\n", ("--env", "NOEQUALS"), "expected NAME=VALUE"),
+@pytest.mark.parametrize(("content", "args", "exit_code", "words"), [
+    ("name: j\n  bad: indent\n", (), 2, "job.yaml:2: not valid YAML: mapping values are not allowed here"),
+    ("name: j\npods: 0\ngpus_per_pod: 8\ncommand: [x]\n", (), 2, "job.yaml: pods: Input should be greater than"),
+    ("- just\n- a list\n", (), 2, "expected a mapping of job fields"),
+    ("name: j\ncommand: [x]\n", ("--pods", "1250", "--gpus", "8"), 2,
+     "pods: Input should be less than or equal to 1024"),
+    ("name: j\ncommand: [x]\n", ("--pods", "1000", "--gpus", "8"), 2, "this job can never run here: pods:"),
+    ("name: j\ncommand: [x]\n", ("--flavour", "h200"), 2, "unknown flavour 'h200'"),
+    ("name: j\ncommand: [x]\n", ("--team", "search"), 3, "may not submit jobs for team 'search'"),
+    ("name: j\ncommand: [x]\n", ("--team", "nosuch"), 2, "unknown team 'nosuch'"),
+    ("name: j\n", (), 2, "no command"),
+    ("name: j\ncommand: [x]\n", ("--env", "NOEQUALS"), 2, "expected NAME=VALUE"),
 ])
-def test_bad_submissions_exit_2_with_one_line_and_store_nothing(api: Harness, shoal: Shoal, tmp_path: Path,
-                                                                 content: str, args: tuple[str, ...],
-                                                                 words: str) -> None:
+def test_bad_submissions_exit_with_their_code_and_one_line_and_store_nothing(
+        api: Harness, shoal: Shoal, tmp_path: Path, content: str, args: tuple[str, ...], exit_code: int,
+        words: str) -> None:
     job_file = tmp_path / "job.yaml"
     job_file.write_text(content)
 
     code, out, err = shoal("submit", str(job_file), *args)
 
-    assert code == 2 and out == ""
+    assert code == exit_code and out == ""
     assert err.startswith("shoal: error: ") and err.count("\n") == 1
     assert words in err
     assert api.store.list_jobs() == [] and api.wakes == []
@@ -111,7 +113,48 @@ def test_a_missing_file_and_a_wrong_token_are_one_line_each(api: Harness, shoal:
 
     monkeypatch.setenv("SHOAL_TOKEN", "shoal_wrong")
     code, _, err = shoal("queue")
-    assert code == 2 and err == "shoal: error: this token is not valid (unknown or revoked)\n"
+    assert code == 3 and err == "shoal: error: this token is not valid (unknown or revoked)\n"
+
+
+@pytest.mark.parametrize(("setup", "args", "exit_code", "words"), [
+    ("", ("queue", "--bogus"), 2, "No such option '--bogus'"),
+    ("", ("show",), 2, "Missing argument 'JOB_ID'"),
+    ("", ("usage", "--since", "soon"), 2, "since must be an ISO-8601 date"),
+    ("no token", ("queue",), 3, "no token found (set SHOAL_TOKEN"),
+    ("bad token", ("show", "job_x"), 3, "this token is not valid"),
+    ("other team", ("cancel", "JOB"), 3, "may not"),
+    ("", ("show", "job_nope"), 4, "job_nope"),
+    ("", ("logs", "job_nope"), 4, "job_nope"),
+    ("", ("cancel", "job_nope"), 4, "job_nope"),
+    ("unreachable", ("queue",), 1, "cannot reach the Shoal API at http://127.0.0.1:9"),
+])
+def test_each_kind_of_failure_has_its_exit_code(api: Harness, shoal: Shoal, monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path, setup: str, args: tuple[str, ...], exit_code: int,
+                                                words: str) -> None:
+    job = api.submit(make_spec("j").pods(1, 8).build())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))   # no config file to fall back on
+    if setup == "no token":
+        monkeypatch.delenv("SHOAL_TOKEN")
+    elif setup == "bad token":
+        monkeypatch.setenv("SHOAL_TOKEN", "shoal_wrong")
+    elif setup == "other team":
+        monkeypatch.setenv("SHOAL_TOKEN", api.users["bob"])
+    elif setup == "unreachable":
+        monkeypatch.setenv("SHOAL_URL", "http://127.0.0.1:9")
+
+    code, out, err = shoal(*[job.id if a == "JOB" else a for a in args])
+
+    assert (code, out) == (exit_code, "") and err.count("\n") == 1 and err.startswith("shoal: error: ")
+    assert words in err
+
+
+def test_help_documents_the_exit_codes(shoal: Shoal) -> None:
+    code, out, _ = shoal("--help")
+    assert code == 0
+    codes = out[out.index("Exit codes:"):].splitlines()[1:6]
+    assert [line.split()[0] for line in codes] == ["0", "1", "2", "3", "4"]
+    assert "cannot be reached" in codes[1] and "usage" in codes[2] and "permission" in codes[3]
+    assert "not found" in codes[4]
 
 
 def test_queue_show_cancel_checkpoint(api: Harness, shoal: Shoal) -> None:

@@ -87,6 +87,6 @@ def test_bad_files_exit_2_with_one_line(as_bob: Harness, tmp_path: Path, capsys:
     assert as_bob.store.list_sweeps() == []
 
 
-def test_unknown_sweep_exits_2(as_bob: Harness, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", "show", "sweep_nope"]) == 2
+def test_unknown_sweep_exits_4(as_bob: Harness, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "show", "sweep_nope"]) == 4
     assert "no sweep 'sweep_nope'" in capsys.readouterr().err
