@@ -84,7 +84,7 @@ def command(workload: str, cluster: str, teams: str | None, policy: str, seed: i
     loaded, warnings = load_workload(args, config.seed)
     for warning in warnings:
         click.echo(f"shoal sim: {warning}", err=True)
-    built = describe_cluster(loaded.cluster)
+    built = describe_cluster(loaded)
     policies = POLICIES if policy == "all" else (policy,)
     records = []
     for name in policies:

@@ -16,6 +16,9 @@ Definitions (the report repeats them):
   reasons; and
   **fitting_wait_hours_by_reason** says, per flavour and reason, how long such jobs waited.
   **idle_gpu_hours_while_waiting** is the waste itself: healthy GPUs left idle over those spans, in GPU-hours.
+* **utilization** is allocated ÷ healthy GPUs from the window's start to the run's end, whatever waits;
+  **utilization_in_window** the same over the window only — the span ``--load``'s offered load is defined on (a
+  trace's long jobs can run for days after its last submission, and that drain is not the load it offered).
 * **in_quota**: at submission, the team's allocated plus earlier pending units of the job's flavour, plus the job,
   were within its nominal quota. The same test for every policy, including those that ignore quotas.
 * **placement_violations**: admissions of a whole-GPU job of G ≥ one block's GPUs (256 on the reference cluster)
@@ -205,6 +208,8 @@ def summarise(record: RunRecord) -> dict[str, Any]:
         "fitting_wait_hours_by_reason": {key: round(value / 3600.0, 1) for key, value in
                                          sorted(record.fitting_wait_s.items(), key=lambda kv: -kv[1])},
         "utilization": _round(utilization(record.series, record.units_per_gpu, start, record.end), 4),
+        "utilization_in_window": _round(utilization(record.series, record.units_per_gpu, start,
+                                                    max(record.window[1], start + 1.0)), 4),
         "wait_p50_s": _round(percentile(waits, 50), 1),
         "wait_p99_s": _round(percentile(waits, 99), 1),
         "small_job_wait_p50_s": _round(percentile(small, 50), 1),

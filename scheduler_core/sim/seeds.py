@@ -86,7 +86,7 @@ def run_pair(args: WorkloadArgs, config: SimConfig, pair: Pair) -> dict[str, Any
     workload = _workload(args, pair.seed if args.seeded else 0)
     record = simulate(workload, pair.policy, replace(config, seed=pair.seed, progress=False))
     summary = summarise(record)
-    summary["cluster"] = describe_cluster(workload.cluster)
+    summary["cluster"] = describe_cluster(workload)
     return summary
 
 
@@ -288,7 +288,9 @@ def cluster_line(cluster: dict[str, Any] | None) -> str:
     if not cluster:
         return ""
     units = ", ".join(f"{flavour} {count:,}" for flavour, count in cluster["units"].items())
-    return f"cluster: {cluster['name']} — {cluster['nodes']:,} nodes in {cluster['blocks']} blocks; units {units}"
+    load = ", ".join(f"{flavour} {value:.2f}" for flavour, value in cluster.get("offered_load", {}).items())
+    return (f"cluster: {cluster['name']} — {cluster['nodes']:,} nodes in {cluster['blocks']} blocks; units {units}"
+            + (f"; offered load {load}" if load else ""))
 
 
 def write_seeds_report(rows: Sequence[dict[str, Any]], seeds: Sequence[int], directory: str | Path) -> Path:

@@ -197,7 +197,7 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: Ma
         spec = JobSpec(
             name=_NAME_BAD.sub("-", job_id)[:128].lstrip("-._") or "job", team=team, kind=kind,
             priority_class=priority, flavour=flavours, pods=pods, gpus_per_pod=per_pod, topology=topology,
-            command=("sim",), time_limit=time_limit, preemptible=preemptible,
+            command=("sim",), time_limit=min(time_limit, overlay.MAX_TIME_LIMIT_S), preemptible=preemptible,
             checkpoint=CheckpointPolicy(cost=cost, grace_period=max(300.0, min(3600.0, 2 * cost))),
         )
     except ValidationError as exc:
@@ -205,6 +205,10 @@ def _job(row: dict[str, str], line: int, where: str, seen: set[str], by_team: Ma
         field = ".".join(str(part) for part in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         raise _Row(f"{field}: {message}" if field else message) from None
+    if time_limit > overlay.MAX_TIME_LIMIT_S:
+        # Past what a user may ask for (the spec's bound is the API's): a trace's long job keeps a limit that
+        # covers its run, set after validation so only the replay, never a submission, carries it.
+        spec = spec.model_copy(update={"time_limit": time_limit})
     overlaid = frozenset(name for name, column in _OVERLAID.items() if not row.get(column))
     return WorkloadJob(id=job_id, spec=spec, submit_at=submit, work_s=duration, checkpoint_cost_s=cost,
                        source=f"{where}:{line}", overlaid=overlaid)

@@ -29,7 +29,10 @@ OVERLAY_RULES: tuple[str, ...] = (
     "shape: up to 8 GPUs is one pod; more is ceil(n/8) pods of n/pods GPUs (a row that does not divide evenly "
     "is rejected). Multi-pod jobs get topology preferred: block unless the `topology` column says otherwise.",
     "time_limit: the `time_limit_s` column, else the run time × (1.25 + 1.75u) + 600 s, rounded up to a whole "
-    "hour (users over-estimate, as Slurm's backfill expects; no job is stopped by its own limit).",
+    "hour (users over-estimate, as Slurm's backfill expects; no job is stopped by its own limit), kept within the "
+    "60-day maximum a user may ask for when the run × 1.25 + 600 s fits in it; a job that ran longer gets exactly "
+    "that, past the maximum (it is real work, replayed whole and preemptible as drawn). A `time_limit_s` column "
+    "past 60 days is kept as it is.",
     "preemptible: the `preemptible` column, else true for 90 % of jobs (u < 0.9) — except that a job is made "
     "non-preemptible only if it fits its team's nominal quota of its flavour (re-checked after scaling): "
     "non-preemptible work may not borrow, so a bigger one could never run, and nobody would submit it.",
@@ -82,9 +85,19 @@ def overlay_flavour(job_id: str, team: TeamConfig, capacity: Mapping[str, int]) 
     return pick_weighted(unit(job_id, "flavour"), choices)
 
 
+#: The longest time limit a user may ask for (``JobSpec``); the overlay's limits stay within it where they can.
+MAX_TIME_LIMIT_S = 60 * 86400.0
+
+
 def overlay_time_limit(job_id: str, run_s: float) -> float:
+    """The run × (1.25 + 1.75u) + 600 s, up to the hour; kept within the 60-day maximum when the run × 1.25 + 600 s
+    fits in it, and otherwise exactly that, past the maximum: a job that really ran longer (a long pre-training
+    run, a pod that never stopped) is replayed whole, never stopped by a limit the overlay made up."""
     factor = 1.25 + 1.75 * unit(job_id, "time_limit")
-    return float(math.ceil((run_s * factor + 600.0) / 3600.0) * 3600)
+    limit = float(math.ceil((run_s * factor + 600.0) / 3600.0) * 3600)
+    if limit <= MAX_TIME_LIMIT_S:
+        return limit
+    return max(MAX_TIME_LIMIT_S, float(math.ceil((run_s * 1.25 + 600.0) / 3600.0) * 3600))
 
 
 def overlay_preemptible(job_id: str, units: int, nominal: int) -> bool:

@@ -136,7 +136,7 @@ def test_scaling_reaches_the_target_load_and_keeps_quotas_whole(tmp_path: Path, 
     for flavour, load in offered_load(scaled, capacity).items():
         if flavour == "h100":
             assert load == pytest.approx(0.8, rel=0.03)
-    assert capacity["h100-mig-1g"] == 448                                  # the MIG pool is kept as it is
+    assert "h100-mig-1g" not in capacity                                   # no slice-sized work: no MIG pool
     assert "scaled to a target offered load of 0.80" in scaled.notes[-1]
     with pytest.raises(ValueError):
         scale_to_load(workload, 0)
