@@ -24,6 +24,7 @@ from .errors import Conflict, NotFound, ShoalError, StaleLeader
 from .executor.base import Executor, LaunchRequest, PodEvent, PodEventKind
 from .job_env import default_checkpoint_uri, gang_env, nodes_of
 from .model.cluster import Health, Node
+from .model.durations import format_instant
 from .policy.decisions import CycleResult, PreemptReason, Reserve
 from .policy.snapshot import PolicyConfig, Snapshot
 from .policy.types import Policy
@@ -369,7 +370,7 @@ class Controller:
             if self._reservations.get(job_id) != reserve:
                 self.store.append_event(Event(
                     at=now, kind=EventKind.RESERVE, reason="Reserved", job_id=job_id,
-                    message=f"{len(reserve.nodes)} {reserve.flavour} nodes from {reserve.start_at:g}",
+                    message=f"{len(reserve.nodes)} {reserve.flavour} nodes from {format_instant(reserve.start_at)}",
                     data={"nodes": list(reserve.nodes), "start_at": reserve.start_at}))
         self._reservations = current
 

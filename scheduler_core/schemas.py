@@ -116,6 +116,10 @@ class JobView(_Body):
     cancel_requested: bool
     checkpoint_requested: bool
     spec: JobSpec
+    elapsed_s: float | None = Field(default=None, description="seconds the current (or last) run has lasted, by "
+                                                              "the server's clock; null before it first starts")
+    time_left_s: float | None = Field(default=None, description="seconds until the running job reaches its time "
+                                                                "limit; null unless it holds GPUs")
 
 
 class QueueEntry(_Body):
@@ -133,6 +137,11 @@ class QueueEntry(_Body):
     reason_message: str
     estimated_start: datetime | None
     submitted_at: datetime
+    time_limit_s: float | None = Field(default=None, description="the job's time limit per run, in seconds")
+    started_at: datetime | None = None
+    elapsed_s: float | None = Field(default=None, description="as in JobView")
+    time_left_s: float | None = Field(default=None, description="as in JobView")
+    node_names: list[str] = Field(default_factory=list, description="the nodes it holds, in rank order")
 
 
 class QueueView(_Body):

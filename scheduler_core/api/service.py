@@ -122,7 +122,8 @@ class ApiService:
     def queue(self, identity: Identity, team: str, states: Sequence[JobState] = ACTIVE_STATES) -> QueueView:
         self._team(identity, team)
         records = self.store.list_jobs(team=team, states=states)
-        return QueueView(team=team, jobs=[views.queue_entry(r) for r in views.queue_order(records)])
+        now = self.clock()
+        return QueueView(team=team, jobs=[views.queue_entry(r, now) for r in views.queue_order(records)])
 
     def queues(self, identity: Identity, states: Sequence[JobState] = ACTIVE_STATES) -> QueueList:
         """Every queue the caller may read: their own team's, or all of them for an admin."""
@@ -237,7 +238,8 @@ class ApiService:
     def _job_view(self, record: JobRecord) -> JobView:
         ledger = self.store.usage(team=record.team, since=record.submitted_at)
         seconds = accounting.job_gpu_seconds(record.id, ledger, record, self.clock())
-        return views.job_view(record, block_of=self.block_of, gpu_seconds=seconds, nodes=self.node_by_name)
+        return views.job_view(record, block_of=self.block_of, gpu_seconds=seconds, nodes=self.node_by_name,
+                              now=self.clock())
 
 
 def parse_spec(payload: Any) -> JobSpec:

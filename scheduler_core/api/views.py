@@ -46,9 +46,23 @@ def submit_response(record: JobRecord) -> SubmitResponse:
                           estimated_start=utc(record.estimated_start))
 
 
+def run_times(record: JobRecord, now: float | None) -> tuple[float | None, float | None]:
+    """(elapsed, time left) of the job's current or last run at ``now``, as ``squeue`` shows TIME and TIME_LEFT:
+    from its start (its admission until the pods report in) to now, or to its end; the limit counts per run."""
+    began = record.started_at if record.started_at is not None else record.admitted_at
+    if now is None or began is None:
+        return None, None
+    holding = record.state.value in ("ADMITTED", "RUNNING", "TERMINATING")
+    until = now if holding or record.finished_at is None else record.finished_at
+    elapsed = max(0.0, until - began)
+    left = max(0.0, began + record.spec.time_limit - now) if holding else None
+    return elapsed, left
+
+
 def job_view(record: JobRecord, *, block_of: Mapping[str, str], gpu_seconds: float,
-             nodes: Mapping[str, Node] | None = None) -> JobView:
+             nodes: Mapping[str, Node] | None = None, now: float | None = None) -> JobView:
     submitted = utc(record.submitted_at)
+    elapsed, left = run_times(record, now)
     assert submitted is not None
     return JobView(
         job_id=record.id, name=record.spec.name, team=record.team, user=record.user, kind=record.spec.kind.value,
@@ -61,20 +75,24 @@ def job_view(record: JobRecord, *, block_of: Mapping[str, str], gpu_seconds: flo
         finished_at=utc(record.finished_at), position=record.queue_position, reason=_reason(record),
         reason_message=record.wait_message, estimated_start=utc(record.estimated_start),
         exit_code=record.exit_code, message=record.message, cancel_requested=record.cancel_requested,
-        checkpoint_requested=record.checkpoint_requested, spec=record.spec,
+        checkpoint_requested=record.checkpoint_requested, spec=record.spec, elapsed_s=elapsed, time_left_s=left,
     )
 
 
-def queue_entry(record: JobRecord) -> QueueEntry:
+def queue_entry(record: JobRecord, now: float | None = None) -> QueueEntry:
     submitted = utc(record.submitted_at)
     assert submitted is not None
+    elapsed, left = run_times(record, now)
     return QueueEntry(
         job_id=record.id, name=record.spec.name, user=record.user, state=record.state.value,
         priority_class=record.spec.priority_class.value, flavour=list(record.spec.flavour), pods=record.spec.pods,
         gpus_per_pod=record.spec.gpus_per_pod,
         admitted_as=record.admitted_as.value if record.admitted_as is not None else None,
         position=record.queue_position, reason=_reason(record), reason_message=record.wait_message,
-        estimated_start=utc(record.estimated_start), submitted_at=submitted,
+        estimated_start=utc(record.estimated_start), submitted_at=submitted, time_limit_s=record.spec.time_limit,
+        started_at=utc(record.started_at if record.started_at is not None else record.admitted_at),
+        elapsed_s=elapsed, time_left_s=left,
+        node_names=list(record.placement.nodes) if record.placement is not None else [],
     )
 
 

@@ -6,7 +6,10 @@ for scripts; without it, tables a Slurm user reads at a glance. A mistake exits 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,8 +19,9 @@ from pydantic import BaseModel, ValidationError
 
 from ..client import ShoalClient
 from ..model.job import JobSpec
-from ..schemas import JobView, QueueEntry, QueueList
-from .table import hours, render, when
+from ..schemas import EventView, JobView, QueueList
+from .queue_columns import DEFAULT, format_help, parse_format
+from .table import clock, hours, render, when
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -152,17 +156,41 @@ def submit(file: Path | None, name: str | None, team: str | None, flavours: tupl
 
 
 _LAUNCHERS = frozenset({"python", "python3", "bash", "sh", "torchrun", "deepspeed", "accelerate", "launch", "run",
-                        "uv", "-m"})
+                        "uv", "env", "srun", "mpirun", "exec", "time", "nohup"})
+_SUFFIXES = (".py", ".sh", ".bash")
 
 
 def _default_name(file: Path | None, command: Any) -> str:
-    """The file's stem, else the script the command runs (``python train.py`` → ``train``)."""
+    """The file's stem, else what the command runs: ``python train.py`` → ``train``, ``python -m
+    scheduler_core.examples.train`` → ``train`` (the module, not its package), ``sh -c 'echo hi'`` → ``echo``."""
     if file is not None:
-        return file.stem
+        return _sanitised(file.stem)
     words = [str(w) for w in command] if isinstance(command, list) else []
-    chosen = next((w for w in words if Path(w).name not in _LAUNCHERS and not w.startswith("-")), "job")
-    stem = Path(chosen).stem or "job"
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).lstrip("._-")[:128] or "job"
+    return _sanitised(_runs(words))
+
+
+def _runs(words: list[str]) -> str:
+    for i, word in enumerate(words):
+        if word == "-m" and i + 1 < len(words):
+            return words[i + 1].rstrip(".").rsplit(".", 1)[-1]
+        if word == "-c" and i + 1 < len(words):
+            try:
+                inner = shlex.split(words[i + 1])
+            except ValueError:
+                inner = words[i + 1].split()
+            return _runs(inner)
+        name = Path(word).name
+        if name in _LAUNCHERS or word.startswith("-") or "=" in word or word.replace(".", "").isdigit():
+            continue
+        for suffix in _SUFFIXES:
+            name = name.removesuffix(suffix)
+        return name
+    return "job"
+
+
+def _sanitised(text: str) -> str:
+    clean = "".join(c if c.isalnum() or c in "._-" else "-" for c in text).strip("._-")[:128]
+    return clean or "job"
 
 
 # -- queue, show ----------------------------------------------------------------------------------------------------
@@ -171,50 +199,125 @@ def _shape(pods: int, units: int, flavours: list[str]) -> str:
     return f"{pods}×{units} {'|'.join(flavours)}"
 
 
-def _queue_row(team: str, job: QueueEntry) -> list[object]:
-    state_detail = job.reason if job.state == "PENDING" else (job.admitted_as or "")
-    return [job.job_id, team, job.name, job.user, job.state, _shape(job.pods, job.gpus_per_pod, job.flavour),
-            job.position if job.position is not None else "-", state_detail or "-",
-            when(job.estimated_start) if job.state == "PENDING" else "-"]
-
-
-@click.command()
+@click.command(epilog=format_help())
 @click.option("--team", help="One team's queue (default: yours; every team for an admin).")
 @click.option("--state", "states", help="PENDING, RUNNING, … comma-separated, or 'all' (default: not finished).")
+@click.option("-o", "--format", "columns", default=DEFAULT, show_default=True, metavar="COLUMNS",
+              help="Comma-separated column names (listed below).")
 @json_option
-def queue(team: str | None, states: str | None, as_json: bool) -> None:
-    """Pending and running jobs, in queue order, with reason and estimated start."""
+def queue(team: str | None, states: str | None, columns: str, as_json: bool) -> None:
+    """Pending and running jobs, in queue order: how long each has run and has left, where, or why it waits.
+
+    \b
+      shoal queue
+      shoal queue -o job,state,reason,why        # why each job waits, in words
+      shoal queue --state all --team fraud-ml
+    """
+    chosen = parse_format(columns)
     with client() as api:
         listing = QueueList(queues=[api.queue(team, states=states)]) if team else api.queues(states=states)
     if as_json:
         emit_json(listing.queues[0] if team else listing)
         return
-    queues = listing.queues
-    rows = [_queue_row(q.team, job) for q in queues for job in q.jobs]
-    click.echo(render(["JOB", "TEAM", "NAME", "USER", "STATE", "SHAPE", "POS", "REASON/AS", "EST.START"], rows))
+    rows = [[column.cell(q.team, job) for column in chosen] for q in listing.queues for job in q.jobs]
+    if not rows:
+        teams = ", ".join(q.team for q in listing.queues) or "any team you may read"
+        which = "no jobs" if states == "all" else f"no {states or 'pending or running'} jobs"
+        click.echo(f"{which} in {teams}'s queue" if len(listing.queues) == 1 else f"{which} in {teams}")
+        return
+    click.echo(render([column.header for column in chosen], rows))
 
 
-def _show_lines(job: JobView) -> list[tuple[str, str]]:
+@dataclass
+class Run:
+    """One attempt of a job, from its events: admitted (where, how), started, ended (why)."""
+
+    attempt: int
+    admitted_at: datetime
+    admitted_as: str
+    nodes: list[str]
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    ended: str = ""
+
+
+def runs(events: list[EventView]) -> list[Run]:
+    """Every start and restart of a job, oldest first, from its event log (the record keeps only the latest)."""
+    found: list[Run] = []
+    for event in events:
+        if event.kind == "admit" and event.reason != "BindRejected":
+            nodes = [str(n) for n in event.data.get("nodes", [])]
+            found.append(Run(attempt=len(found), admitted_at=event.at, admitted_as=event.reason, nodes=nodes))
+        elif not found:
+            continue
+        elif event.kind == "running" and found[-1].started_at is None:
+            found[-1].started_at = event.at
+        elif event.kind in ("requeue", "finish") and found[-1].ended_at is None:
+            found[-1].ended_at = event.at
+            found[-1].ended = f"{event.reason}" + (f" ({event.message})" if event.message else "")
+    return found
+
+
+def _job_events(api: ShoalClient, job_id: str) -> list[EventView]:
+    events: list[EventView] = []
+    after: int | None = None
+    while True:
+        page = api.events(job_id, after=after, limit=1000)
+        events.extend(page.events)
+        if page.next_after is None or not page.events or len(events) >= 10_000:
+            return events
+        after = page.next_after
+
+
+def _reason_line(job: JobView) -> str:
+    """``QuotaFull — fraud-ml uses all 8 of its h100 and 16 borrowed; this job needs 24 more``: the code a script
+    matches on, beside the words a person reads."""
+    if job.reason and job.reason_message:
+        return f"{job.reason} — {job.reason_message}"
+    return job.reason or job.reason_message or "- (not yet looked at by the scheduler)"
+
+
+def _show_lines(job: JobView, history: list[Run]) -> list[tuple[str, str]]:
+    spec = job.spec
+    state = job.state + (" (cancel requested)" if job.cancel_requested and job.state != "CANCELLED" else "")
     lines = [("job", job.job_id), ("name", job.name), ("team", job.team), ("user", job.user),
-             ("state", job.state + (" (cancel requested)" if job.cancel_requested and job.state not in (
-                 "CANCELLED",) else "")),
-             ("shape", _shape(job.spec.pods, job.spec.gpus_per_pod, list(job.spec.flavour)))]
+             ("kind", job.kind), ("state", state),
+             ("shape", _shape(spec.pods, spec.gpus_per_pod, list(spec.flavour))
+              + (f", topology {spec.topology.required or spec.topology.preferred}"
+                 f" ({'required' if spec.topology.required else 'preferred'})" if spec.topology else "")),
+             ("priority", spec.priority_class.value + ("" if spec.preemptible else ", not preemptible")),
+             ("command", shlex.join(spec.command))]
     if job.state == "PENDING":
         lines += [("position", str(job.position) if job.position is not None else "- (not yet looked at)"),
-                  ("reason", f"{job.reason or '-'}{': ' + job.reason_message if job.reason_message else ''}"),
-                  ("estimated start", when(job.estimated_start))]
+                  ("reason", _reason_line(job)),
+                  ("estimated start", when(job.estimated_start) if job.estimated_start else "N/A")]
+    lines.append(("time limit", clock(spec.time_limit) + " per run"))
+    if job.elapsed_s is not None:
+        lines.append(("elapsed", clock(job.elapsed_s) + (" (this run)" if len(history) > 1 else "")))
+    if job.time_left_s is not None:
+        lines.append(("time left", clock(job.time_left_s)))
     if job.admitted_as:
         lines.append(("admitted as", job.admitted_as))
     if job.placement is not None:
-        lines.append(("placement", f"{job.placement.nodes} node(s) in {', '.join(job.placement.blocks)}: "
-                                   f"{', '.join(job.placement.node_names)}"))
-    lines += [("restarts", f"{job.restarts} (own faults), {job.infra_restarts} (infrastructure), "
-                           f"{job.preemptions} preemption(s)")]
+        p = job.placement
+        lines.append(("placement", f"{p.nodes} node(s) in {', '.join(p.blocks)}: {', '.join(p.node_names)}"))
+        for pod in p.pods:
+            units = [str(u) for u in pod.units]
+            devices = f", CUDA_VISIBLE_DEVICES={','.join(pod.devices)}" if pod.devices and pod.devices != units else ""
+            lines.append((f"rank {pod.rank}", f"{pod.node}, {p.flavour} units {','.join(map(str, pod.units))}"
+                                              f"{devices}"))
+    lines.append(("restarts", f"{job.restarts} (own faults, of {spec.max_restarts}), {job.infra_restarts} "
+                              f"(infrastructure), {job.preemptions} preemption(s)"))
     if job.last_checkpoint is not None:
         lines.append(("last checkpoint", f"step {job.last_checkpoint.step} at {when(job.last_checkpoint.at)} "
                                          f"({job.last_checkpoint.bytes} bytes)"))
     lines += [("gpu-hours used", f"{job.gpu_hours_used:.2f}"), ("submitted", when(job.submitted_at))]
-    if job.started_at is not None:
+    for run in history:
+        began = when(run.started_at) if run.started_at else f"admitted {when(run.admitted_at)}, never started"
+        end = f" → {when(run.ended_at)} {run.ended}" if run.ended_at else (" → now" if run.started_at else "")
+        label = "started" if run.attempt == 0 else f"restart {run.attempt}"
+        lines.append((label, f"{began}{end}, {run.admitted_as} on {','.join(run.nodes) or '?'}"))
+    if not history and job.started_at is not None:
         lines.append(("started", when(job.started_at)))
     if job.finished_at is not None:
         lines.append(("finished", when(job.finished_at)))
@@ -229,13 +332,15 @@ def _show_lines(job: JobView) -> list[tuple[str, str]]:
 @click.argument("job_id")
 @json_option
 def show(job_id: str, as_json: bool) -> None:
-    """One job: state, placement, restarts, last checkpoint, GPU-hours."""
+    """One job, as 'scontrol show job': state and why, times to the second (limit, elapsed, left), the command,
+    where each rank runs, and every start and restart."""
     with client() as api:
         job = api.job(job_id)
+        history = [] if as_json else runs(_job_events(api, job_id))
     if as_json:
         emit_json(job)
         return
-    lines = _show_lines(job)
+    lines = _show_lines(job, history)
     width = max(len(key) for key, _ in lines)
     for key, value in lines:
         click.echo(f"{key.rjust(width)}: {value}")
@@ -311,5 +416,5 @@ def events(job_id: str | None, after: int | None, limit: int, as_json: bool) -> 
         emit_json(page)
         return
     click.echo(render(["ID", "TIME", "KIND", "REASON", "JOB", "NODE", "MESSAGE"],
-                      [[e.id, when(e.at, seconds=True), e.kind, e.reason, e.job_id or "-", e.node or "-", e.message]
+                      [[e.id, when(e.at), e.kind, e.reason, e.job_id or "-", e.node or "-", e.message]
                        for e in page.events]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -35,6 +36,11 @@ def parse_duration(value: str | int | float) -> float:
     if pos != len(text) or pos == 0:
         raise ValueError(f"expected a duration such as '90s', '30m', '12h', '1h30m' or '3d', got {value!r}")
     return total
+
+
+def format_instant(epoch_s: float) -> str:
+    """An instant for people and logs alike: ``2026-10-27 14:20:05Z`` (UTC, to the second), never a raw float."""
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch_s))
 
 
 def format_duration(seconds: float) -> str:

@@ -239,9 +239,8 @@ class QuotaLedger:
         offer1, borrow1 = self.terms(request.team, flavour, after)
         pool_after = pool + (offer1 - borrow1) - (offer0 - borrow0)
         if quota.borrowing_limit is not None and after > quota.nominal + quota.borrowing_limit:
-            return Verdict(None, Reason.QUOTA_FULL,
-                           f"team at {usage} of {quota.nominal} {flavour} nominal + {quota.borrowing_limit} "
-                           f"borrowing limit; needs {request.units} more")
+            return Verdict(None, Reason.QUOTA_FULL, quota_full_message(
+                request.team, flavour, usage, quota.nominal, quota.borrowing_limit, request.units))
         if nominal_usage + request.units <= quota.nominal:
             # Nominal quota is a promise, not backfill: whether it must reclaim is judged on the cohort as it is
             # now plus its own team's reserved jobs. Another team's reserved job that needs quota when it starts
@@ -266,6 +265,22 @@ class QuotaLedger:
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
                            f"now")
         return Verdict(AdmittedAs.BORROWED)
+
+
+def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrowing_limit: int,
+                       units: int) -> str:
+    """Why a job does not fit its team's nominal quota plus borrowing limit, in words a user reads at once:
+    ``fraud-ml uses all 8 of its h100 and 16 borrowed; this job needs 24 more``."""
+    borrowed = max(0, usage - nominal)
+    if usage >= nominal + borrowing_limit:
+        held = (f"all {nominal} of its {flavour} and {borrowed} borrowed" if borrowing_limit
+                else f"all {nominal} of its {flavour} and may not borrow")
+        return f"{team} uses {held}; this job needs {units} more"
+    left = nominal + borrowing_limit - usage
+    held = (f"all {nominal} of its {flavour} and {borrowed} borrowed" if usage >= nominal
+            else f"{usage} of its {nominal} {flavour}")
+    return (f"{team} uses {held}, {left} short of its limit ({nominal} + {borrowing_limit} borrowed); "
+            f"this job needs {units}")
 
 
 class QuotaClock:

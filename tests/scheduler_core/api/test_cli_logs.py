@@ -4,6 +4,7 @@ whose pods are real processes, printing a line written after it started, and fol
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -132,3 +133,9 @@ def test_logs_follow_prints_what_is_written_after_it_started_and_across_a_restar
     assert rank1.returncode == 2 and "ranks 0 to 0, not 1" in rank1.stderr
     first = up.shoal("logs", job_id, "--attempt", "0", token=token)
     assert (first.returncode, first.stdout) == (0, "attempt 0 starts\nwritten after the follower started\n")
+    shown = up.shoal("show", job_id, token=token)
+    fields = dict(line.strip().split(": ", 1) for line in shown.stdout.splitlines())
+    assert fields["state"] == "SUCCEEDED" and fields["restarts"].startswith("1 (own faults, of 1)")
+    iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    assert re.fullmatch(rf"{iso} → {iso} OwnFault .*", fields["started"]), fields["started"]
+    assert re.fullmatch(rf"{iso} → {iso} SUCCEEDED.*", fields["restart 1"]), fields["restart 1"]
