@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from .errors import Conflict, NotFound, ShoalError, StaleLeader
 from .executor.base import Executor, LaunchRequest, PodEvent, PodEventKind
 from .job_env import default_checkpoint_uri, gang_env, nodes_of
-from .model.cluster import Health, Node
+from .model.cluster import Node
 from .model.durations import format_instant
 from .policy.decisions import CycleResult, PreemptReason, Reserve
 from .policy.snapshot import PolicyConfig, Snapshot
 from .policy.types import Policy
 from .runtime.events import EventKind, Why
 from .runtime.gangs import Gang, Stop
+from .runtime.health_keeper import HealthKeeper, Transition
+from .runtime.node_lifecycle import HealthConfig, Signal
 from .runtime.ledger import UsageLedger, usage_amounts
 from .runtime.snapshot_builder import SnapshotBuilder
 from .runtime.stragglers import StragglerDetector
@@ -53,6 +55,8 @@ class ControllerConfig:
     straggler_window: int = 5
     #: Failure rate behind the "auto" checkpoint interval (Llama 3: one interruption per ~50,700 GPU-hours).
     gpu_hours_per_interruption: float = GPU_HOURS_PER_INTERRUPTION
+    #: The node lifecycle: heartbeat limit, burn-in command and time limit (``runtime.node_lifecycle``).
+    health: HealthConfig = HealthConfig()
 
 
 @dataclass(slots=True)
@@ -70,6 +74,8 @@ class StepReport:
     waits: int = 0
     cycle: CycleResult | None = None
     stale_leader: bool = False
+    #: Node health changes this step made (the lifecycle's transitions, burn-in verdicts).
+    health: list[Transition] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,8 @@ class Controller:
         self._ledger_loaded = False
         self._gangs: dict[str, Gang] = {}
         self._reservations: dict[str, Reserve] = {}
+        #: Node health: stale heartbeats, GPU errors, burn-ins (``runtime.health_keeper``).
+        self.health = HealthKeeper(store, executor, self._nodes, config.health)
 
     # -- the loop ------------------------------------------------------------------------------------------------
     def recover(self, now: float) -> StepReport:
@@ -115,6 +123,7 @@ class Controller:
         report = StepReport(now)
         try:
             self._load_ledger()
+            self.health.recover(now)
             holders = self.store.list_jobs(states=HOLDING)
             live = self.executor.running_jobs()
             adopted = {record.id for record in holders if record.id in live}
@@ -134,6 +143,7 @@ class Controller:
                     self._finish(gang, now, report)
         except StaleLeader:
             self._lost_leadership(now, report)
+        report.health = self.health.take_transitions()
         return report
 
     def step(self, now: float) -> StepReport:
@@ -143,6 +153,7 @@ class Controller:
             self._observe(now, report)
             holding = {record.id: record for record in self.store.list_jobs(states=HOLDING)}
             self._enforce(now, holding, report)
+            self.health.step(now, holding.values())
             pending = self.store.list_jobs(states=[JobState.PENDING])
             snapshot = self._build(now, pending, holding.values())
             result = self.policy(snapshot, now)
@@ -150,6 +161,7 @@ class Controller:
             self._apply(result, now, holding, {record.id: record for record in pending}, report)
         except StaleLeader:
             self._lost_leadership(now, report)
+        report.health = self.health.take_transitions()
         return report
 
     def build_snapshot(self, now: float) -> Snapshot:
@@ -168,6 +180,9 @@ class Controller:
         events = self.executor.poll(now)
         report.pod_events += len(events)
         for event in events:
+            if self.health.owns(event.job_id):
+                self.health.observe(event, now)   # a burn-in's pod
+                continue
             gang = self._gangs.get(event.job_id)
             if gang is None:
                 continue   # a gang already released (its last pods' reports) or never ours
@@ -217,7 +232,7 @@ class Controller:
         record = self.store.get(gang.job_id)
         self._event(EventKind.POD_FAILED, Why.NODE_LOST, event.at, record,
                     f"rank {event.rank} lost with node {node}: {event.message}".rstrip(": "), node=node)
-        self._set_health(node, Health.REPAIR, Why.NODE_LOST, f"lost rank {event.rank} of {gang.job_id}", now)
+        self.health.signal(node, Signal.NODE_LOST, f"lost rank {event.rank} of {gang.job_id}", now)
         if gang.stop is not Stop.CANCEL:
             self._stop(gang, Stop.NODE_FAILURE, grace_s=0.0, requeue=True, now=now, report=report,
                        message=f"node {node} lost")
@@ -252,7 +267,7 @@ class Controller:
         self._event(EventKind.NODE_HEALTH, Why.SLOW_RANK, event.at, record,
                     f"rank {slow[0]} on {node} is consistently ≥ {self.config.straggler_threshold:g}× slower "
                     f"than its peers; the job moves at its next checkpoint", node=node)
-        self._set_health(node, Health.SUSPECT, Why.SLOW_RANK, f"slow rank {slow[0]} of {gang.job_id}", event.at)
+        self.health.signal(node, Signal.SLOW_RANK, f"slow rank {slow[0]} of {gang.job_id}", event.at)
 
     # -- (2) rules with time -------------------------------------------------------------------------------------
     def _enforce(self, now: float, holding: dict[str, JobRecord], report: StepReport) -> None:
@@ -329,15 +344,17 @@ class Controller:
                             data={"nodes": list(admit.placement.nodes), "backfill": admit.backfill})
             else:
                 report.requeued.append(admit.job_id)
-        self._note_reservations(result, now)
+        # The waits, their events and the reservations' events: one store call, one transaction on SQL stores.
+        events = self._note_reservations(result, now)
         waits = [(w.job_id, w.reason, w.message, w.position, w.estimated_start) for w in result.waits]
-        self.store.set_waits(waits, now)
-        report.waits = len(waits)
         for wait in result.waits:
             record = pending.get(wait.job_id)
             if record is not None and record.wait_reason != wait.reason:
-                self._event(EventKind.WAIT, wait.reason, now, record, wait.message,
-                            data={"position": wait.position, "estimated_start": wait.estimated_start})
+                events.append(Event(at=now, kind=EventKind.WAIT, reason=str(wait.reason), message=wait.message,
+                                    job_id=record.id, team=record.team,
+                                    data={"position": wait.position, "estimated_start": wait.estimated_start}))
+        self.store.set_waits(waits, now, events=events)
+        report.waits = len(waits)
 
     def _launch(self, record: JobRecord, now: float) -> bool:
         """Start the gang the store just bound. A launch the executor refuses is requeued as an infra fault."""
@@ -364,15 +381,15 @@ class Controller:
         self._gangs[record.id] = self._tracker(record, launched_at=now)
         return True
 
-    def _note_reservations(self, result: CycleResult, now: float) -> None:
+    def _note_reservations(self, result: CycleResult, now: float) -> list[Event]:
+        """The events of reservations that are new or changed (written with the cycle's waits)."""
         current = {r.job_id: r for r in result.reservations}
-        for job_id, reserve in current.items():
-            if self._reservations.get(job_id) != reserve:
-                self.store.append_event(Event(
-                    at=now, kind=EventKind.RESERVE, reason="Reserved", job_id=job_id,
-                    message=f"{len(reserve.nodes)} {reserve.flavour} nodes from {format_instant(reserve.start_at)}",
-                    data={"nodes": list(reserve.nodes), "start_at": reserve.start_at}))
+        events = [Event(at=now, kind=EventKind.RESERVE, reason="Reserved", job_id=job_id,
+                        message=f"{len(reserve.nodes)} {reserve.flavour} nodes from {format_instant(reserve.start_at)}",
+                        data={"nodes": list(reserve.nodes), "start_at": reserve.start_at})
+                  for job_id, reserve in current.items() if self._reservations.get(job_id) != reserve]
         self._reservations = current
+        return events
 
     # -- stopping and finishing gangs ----------------------------------------------------------------------------
     def _stop(self, gang: Gang, stop: Stop, *, grace_s: float, requeue: bool, now: float,
@@ -475,17 +492,6 @@ class Controller:
             pods, cpus, memory = shapes[usage.job_id]
             self._ledger.add(usage.team, usage_amounts(usage.flavour, usage.units, pods, cpus, memory,
                                                        usage.end - usage.start), usage.end)
-
-    def _set_health(self, node: str, health: Health, why: Why, message: str, now: float) -> None:
-        try:
-            current = {r.node.name: r for r in self.store.list_nodes()}.get(node)
-            if current is None or current.health in (health, Health.REPAIR):
-                return
-            self.store.set_node_health(node, health, message, now)
-        except NotFound:
-            return
-        self.store.append_event(Event(at=now, kind=EventKind.NODE_HEALTH, reason=why, node=node,
-                                      message=f"{node} → {health}: {message}", data={"health": health.value}))
 
     def _event(self, kind: EventKind, reason: str, at: float, record: JobRecord, message: str = "", *,
                node: str | None = None, data: dict[str, object] | None = None) -> None:

@@ -22,7 +22,7 @@ JobStateName = Literal["PENDING", "ADMITTED", "RUNNING", "TERMINATING",
                        "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"]
 FINISHED_STATES: frozenset[str] = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"})
 AdmittedAsName = Literal["nominal", "borrowed", "scavenger"]
-HealthName = Literal["ready", "suspect", "draining", "repair"]
+HealthName = Literal["ready", "suspect", "draining", "repair", "burnin"]
 
 
 def utc(seconds: float | None) -> datetime | None:
@@ -196,12 +196,21 @@ class NodeView(_Body):
     free: dict[str, int]
     jobs: list[str] = Field(description="jobs on the node (other teams' jobs are shown to admins only)")
     heartbeat_at: datetime | None
+    health_since: datetime | None = Field(default=None, description="when the node's health last changed")
     gpu_utilization: float | None = Field(default=None,
                                           description="percent, from the executor's latest heartbeat; null if none")
 
 
 class NodeList(_Body):
     nodes: list[NodeView]
+
+
+class NodeActionRequest(BaseModel):
+    """The optional body of ``POST /v1/nodes/{node}:fail|drain|repair``: why, for the node's event."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=500, description="why; shown as the node's reason and in its event")
 
 
 # -- events ---------------------------------------------------------------------------------------------------------
@@ -411,7 +420,8 @@ __all__ = [
     "ReportRequest", "ReportResponse", "SweepList", "SweepStateName", "SweepView", "TrialCounts", "TrialList",
     "TrialStateName", "TrialView",
     "AdmittedAsName", "CheckpointView", "ErrorDetail", "ErrorResponse", "EventList", "EventView", "FINISHED_STATES",
-    "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "LogChunk", "NodeList", "NodeView", "PlacementView",
+    "FlavourQuotaView", "HealthName", "JobStateName", "JobView", "LogChunk", "NodeActionRequest", "NodeList",
+    "NodeView", "PlacementView",
     "PodView", "QueueEntry", "QueueList", "QueueView", "QuotaView", "SubmitResponse", "UsageReport", "UsageRow",
     "UsageTotal", "WhoAmI", "utc",
 ]

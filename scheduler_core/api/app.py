@@ -9,11 +9,13 @@ from typing import Any
 import tornado.web
 from prometheus_client import CollectorRegistry
 
+from ..service.nodes import NodeAction, NodeFaults
 from . import handlers as h
 from . import sweep_handlers as sh
 from .auth import Authenticator, CookieAuthenticator
 from .logs import LogReader
 from .metrics import make_registry
+from .node_ops import NodeActionHandler, NodeOps
 from .service import ApiService
 from .sweeps import SweepService
 
@@ -21,6 +23,7 @@ _JOB = r"(?P<job_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
 _TEAM = r"(?P<team>[^/]+)"
 _SWEEP = r"(?P<sweep_id>[A-Za-z0-9][A-Za-z0-9_\-]{0,127})"
 _NUMBER = r"(?P<number>[0-9]{1,6})"
+_NODE = r"(?P<node>[a-z0-9][a-z0-9\-]{0,62})"
 
 
 def write_threads_for(database_url: str) -> int:
@@ -35,11 +38,13 @@ Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]
 def make_app(service: ApiService, authenticator: Authenticator, *, read_threads: int = 8, write_threads: int = 1,
              registry: CollectorRegistry | None = None, logs: LogReader | None = None,
              mounts: Sequence[str] = ("",), cookies: CookieAuthenticator | None = None,
-             extra_routes: Sequence[Route] = (), **settings: Any) -> tornado.web.Application:
+             extra_routes: Sequence[Route] = (), node_faults: NodeFaults | None = None,
+             **settings: Any) -> tornado.web.Application:
     """The API on ``service``. Blocking store calls run in worker threads: ``read_threads`` for reads and
     ``write_threads`` for writes (1 suits SQLite, which takes one writer at a time; PostgreSQL takes more).
     ``registry`` is the Prometheus registry ``/metrics`` serves (default: one with the store's gauges); ``logs``
-    reads pod output for ``/v1/jobs/{id}/logs`` (none: that endpoint answers 404).
+    reads pod output for ``/v1/jobs/{id}/logs`` (none: that endpoint answers 404); ``node_faults`` kills a failed
+    node's pods (``POST /v1/nodes/{node}:fail``) where the executor cannot see that for itself (local processes).
 
     ``mounts`` are the path prefixes the same API answers under: ``""`` is the direct port's ``/v1/...``, and
     running as a JupyterHub service, ``/services/shoal`` is where the hub's proxy forwards (it keeps the prefix).
@@ -54,6 +59,7 @@ def make_app(service: ApiService, authenticator: Authenticator, *, read_threads:
         registry=registry or make_registry(service.store), openapi=document(), logs=logs, cookies=cookies,
     )
     args = {"ctx": ctx}
+    ops = NodeOps(service, node_faults)
     sweep_args = {"ctx": ctx, "sweeps": SweepService(service)}
     api: list[Route] = [
         (r"/v1/jobs", h.JobsHandler, args),
@@ -72,6 +78,8 @@ def make_app(service: ApiService, authenticator: Authenticator, *, read_threads:
         (rf"/v1/queues/{_TEAM}", h.QueueHandler, args),
         (rf"/v1/teams/{_TEAM}/quota", h.QuotaHandler, args),
         (r"/v1/nodes", h.NodesHandler, args),
+        *[(rf"/v1/nodes/{_NODE}:{action.value}", NodeActionHandler, {"ctx": ctx, "ops": ops, "action": action})
+          for action in NodeAction],
         (r"/v1/events", h.EventsHandler, args),
         (r"/v1/usage", h.UsageHandler, args),
         (r"/v1/whoami", h.WhoAmIHandler, args),

@@ -149,6 +149,7 @@ class StoreCollector:
 PREEMPT_KIND = "preempt"
 REQUEUE_KIND = "requeue"
 ADMIT_KIND = "admit"
+NODE_HEALTH_KIND = "node_health"
 #: A requeue after a preemption is the preemption's end, not a restart.
 _NOT_A_RESTART = frozenset({"Preempted"})
 _PAGE = 1000
@@ -163,6 +164,7 @@ class EventCounters:
         self._lock = threading.Lock()
         self._after: int | None = None
         self._counts: dict[tuple[str, str], int] = {}
+        self._transitions: dict[tuple[str, str, str], int] = {}   # (was, health, reason) → count
 
     def describe(self) -> list[Metric]:
         return []
@@ -173,6 +175,9 @@ class EventCounters:
             for event in page:
                 key = (event.kind, event.reason)
                 self._counts[key] = self._counts.get(key, 0) + 1
+                if event.kind == NODE_HEALTH_KIND and "health" in event.data:
+                    move = (str(event.data.get("was", "")), str(event.data["health"]), event.reason)
+                    self._transitions[move] = self._transitions.get(move, 0) + 1
             if page:
                 self._after = page[-1].id
             if len(page) < _PAGE:
@@ -182,6 +187,7 @@ class EventCounters:
         with self._lock:
             self._catch_up()
             counts = dict(self._counts)
+            moves = dict(self._transitions)
         preemptions = CounterMetricFamily("shoal_preemptions", "Jobs signalled to make room, by reason",
                                           labels=["reason"])
         restarts = CounterMetricFamily("shoal_restarts", "Gangs requeued to restart (node lost, readiness "
@@ -190,6 +196,11 @@ class EventCounters:
                                          labels=["admitted_as"])
         events = CounterMetricFamily("shoal_events", "Every event in the log, by kind and reason",
                                      labels=["kind", "reason"])
+        transitions = CounterMetricFamily("shoal_node_transitions", "Node health changes (the lifecycle's "
+                                          "transitions), by health before and after and reason",
+                                          labels=["from", "to", "reason"])
+        for (was, health, reason), count in sorted(moves.items()):
+            transitions.add_metric([was, health, reason], count)
         for (kind, reason), count in sorted(counts.items()):
             events.add_metric([kind, reason], count)
             if kind == PREEMPT_KIND:
@@ -198,7 +209,7 @@ class EventCounters:
                 restarts.add_metric([reason], count)
             elif kind == ADMIT_KIND and reason in ("nominal", "borrowed", "scavenger"):
                 admissions.add_metric([reason], count)
-        yield from (preemptions, restarts, admissions, events)
+        yield from (preemptions, restarts, admissions, transitions, events)
 
 
 class CycleTimer:

@@ -18,6 +18,7 @@ from .. import __version__
 from ..model.job import JobSpec
 from ..model.sweep import SweepSpec
 from ..schemas import (AddTrialRequest, ErrorResponse, EventList, FinishSweepRequest, FinishTrialRequest, JobView,
+                       NodeActionRequest, NodeView,
                        LogChunk, NodeList, QueueList, QueueView, QuotaView, ReportRequest, ReportResponse,
                        SubmitResponse, SweepList, SweepView, TrialList, TrialView, UsageReport, WhoAmI)
 
@@ -47,6 +48,7 @@ _JOB_ID = _path("job_id", "a job id such as job_8c41a2")
 _SWEEP_ID = _path("sweep_id", "a sweep id such as sweep_3f9e01")
 _NUMBER = _path("number", "a trial's Optuna number (0, 1, …)")
 _TEAM = _path("team", "a team name")
+_NODE = _path("node", "a node name such as h100-b00-n03")
 _STATE = _query("state", "comma-separated job states, or 'all' (default: every state not finished)",
                 {"type": "string", "examples": ["PENDING", "PENDING,RUNNING", "all"]})
 
@@ -77,6 +79,11 @@ _ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | No
     ("/v1/teams/{team}/quota", "get", "Nominal, borrowed, lent and fair-share value per flavour",
      [_TEAM], None, 200, QuotaView, (401, 403, 404)),
     ("/v1/nodes", "get", "Nodes: health, capacity, allocated and free units", [], None, 200, NodeList, (401,)),
+    *[(f"/v1/nodes/{{node}}:{action}", "post", summary, [_NODE], NodeActionRequest, 200, NodeView,
+       (400, 401, 403, 404, 409)) for action, summary in (
+        ("fail", "Fail a node (admin): into repair, its pods killed, their gangs restarted elsewhere"),
+        ("drain", "Drain a node (admin): it takes no new work, its jobs finish"),
+        ("repair", "Return a node to service (admin): it runs the scheduler's burn-in, and is ready if that passes"))],
     ("/v1/events", "get", "Decisions and observations, oldest first, paged with ?after=",
      [_query("job_id", "only this job's events", {"type": "string"}),
       _query("after", "events after this id", {"type": "integer", "minimum": 0}),
@@ -116,6 +123,10 @@ _ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | No
 ]
 
 
+#: Bodies a request may leave out (an operator's reason for a node action).
+_OPTIONAL_BODIES: frozenset[type[BaseModel]] = frozenset({NodeActionRequest})
+
+
 def document() -> dict[str, Any]:
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ErrorResponse, "serialization")]
     for *_, request, _, response, _ in _ROUTES:
@@ -139,7 +150,7 @@ def document() -> dict[str, Any]:
             },
         }
         if request is not None:
-            operation["requestBody"] = {"required": True, "content": {
+            operation["requestBody"] = {"required": request not in _OPTIONAL_BODIES, "content": {
                 "application/json": {"schema": refs[(request, "validation")]}}}
         paths.setdefault(path, {})[method] = operation
     return {

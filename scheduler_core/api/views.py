@@ -114,7 +114,8 @@ def node_view(record: NodeRecord, *, allocated: Mapping[str, int], jobs: list[st
         health_reason=record.health_reason, spare=node.spare, small_jobs=node.small_jobs, capacity=capacity,
         allocated={f: allocated.get(f, 0) for f in capacity},
         free={f: capacity[f] - allocated.get(f, 0) for f in capacity},
-        jobs=jobs, heartbeat_at=utc(record.heartbeat_at), gpu_utilization=record.gpu_utilization,
+        jobs=jobs, heartbeat_at=utc(record.heartbeat_at), health_since=utc(record.health_changed_at),
+        gpu_utilization=record.gpu_utilization,
     )
 
 

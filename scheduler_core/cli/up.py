@@ -28,6 +28,7 @@ import click
 from ..config import load_cluster, load_teams
 from ..kube.setup import KubeOptions, kube_options, options_from
 from ..model.durations import parse_duration
+from ..runtime.node_lifecycle import HealthConfig
 from .hub import ADMIN_SERVICES, DEFAULT_USERS, SERVICE_NAME, SERVICE_PREFIX, HubProcess, HubSettings
 from .state import DEFAULT_STATE_DIR, database_url, executor_dir, open_state, state_options
 
@@ -50,6 +51,8 @@ class UpOptions:
     kube: KubeOptions | None = None
     #: A JupyterHub that ``shoal up`` does not start (Zero to JupyterHub): its API, for hub tokens on Shoal's API.
     hub_api_url: str | None = None
+    #: The node lifecycle's settings (``--heartbeat-limit``, ``--burnin-command``, ``--burnin-time-limit``).
+    health: HealthConfig = HealthConfig()
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     live = LiveController(
         store, executor, PlanEvery(run_cycle), nodes=nodes, policy_config=policy_config,
         config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
-        controller_config=ControllerConfig(checkpoint_root=checkpoint_root),
+        controller_config=ControllerConfig(checkpoint_root=checkpoint_root, health=options.health),
         on_step=lambda _report, seconds: timer.observe(seconds))
     service = ApiService(store, wake=live.wake, policy_config=policy_config)
     # Shoal's own tokens; running as a JupyterHub service, the hub's authenticator joins this chain: a notebook's
@@ -150,8 +153,11 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         if service_token:  # the service's OAuth client secret: browsers log in through the hub
             under_hub.update(_dashboard(service, hub_tokens, hub_api_url, service_token, options.state_dir))
     authenticator = ChainAuthenticator(chain)
+    # Operators fail nodes through the API; on local processes that kills the node's pods, from an executor
+    # instance of the API's own (the controller's is stepped by one thread only).
+    node_faults = None if options.kube is not None else LocalExecutor(executor_dir(options.state_dir), nodes)
     app = make_app(service, authenticator, write_threads=write_threads_for(url), registry=registry, logs=logs,
-                   **under_hub)
+                   node_faults=node_faults, **under_hub)
     try:
         server, port = listen(app, options.host, options.port)
     except OSError as exc:
@@ -317,11 +323,19 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
 @click.option("--executor", "executor_kind", type=click.Choice(["local", "kubernetes"]), default="local",
               show_default=True, help="Run pods as local processes, or as pods of the Kubernetes cluster this "
                                       "process can reach (the nodes are then the cluster's; --cluster is ignored).")
+@click.option("--heartbeat-limit", default="60s", show_default=True,
+              help="A node with no heartbeat for this long turns suspect (takes no new work).")
+@click.option("--burnin-command", default=None, metavar="COMMAND",
+              help="The check a repaired or idle suspect node runs before it takes work (a shell-style command "
+                   "line; default: python -m scheduler_core.executor.burnin, a matrix product per GPU).")
+@click.option("--burnin-time-limit", default="5m", show_default=True,
+              help="A burn-in still running after this is ended and counts as failed.")
 @kube_options
 def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host: str, port: int,
             tick_s: float, min_run_time: str, no_hub: bool, hub_url: str, hub_api_port: int,
             hub_proxy_api_port: int, hub_users: Path, hub_password: str | None, hub_extra_config: Path | None,
-            reaper_timeout: str, hub_api_url: str | None, executor_kind: str, **kube: Any) -> None:
+            reaper_timeout: str, hub_api_url: str | None, executor_kind: str, heartbeat_limit: str,
+            burnin_command: str | None, burnin_time_limit: str, **kube: Any) -> None:
     """Start the API and the scheduler on embedded defaults: SQLite in the state directory, the demo cluster,
     pods as local processes."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -334,10 +348,29 @@ def command(cluster: str, teams: str, state_dir: Path, db_url: str | None, host:
         min_run_time_s = parse_duration(min_run_time)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--min-run-time") from None
+    health = _health_config(heartbeat_limit, burnin_command, burnin_time_limit)
     hub = None if no_hub else HubOptions(hub_url, hub_api_port, hub_proxy_api_port, hub_users, hub_password,
                                          hub_extra_config, reaper_timeout)
     if hub_api_url and hub is not None:
         raise click.UsageError("--hub-api-url is for a JupyterHub run elsewhere: give it with --no-hub")
     kube_settings = options_from(**kube) if executor_kind == "kubernetes" else None
     asyncio.run(serve(UpOptions(cluster, teams, state_dir, db_url, host, port, tick_s, min_run_time_s, hub,
-                                kube=kube_settings, hub_api_url=hub_api_url)))
+                                kube=kube_settings, hub_api_url=hub_api_url, health=health)))
+
+
+def _health_config(heartbeat_limit: str, burnin_command: str | None, burnin_time_limit: str) -> HealthConfig:
+    limits: dict[str, float] = {}
+    for hint, raw in (("--heartbeat-limit", heartbeat_limit), ("--burnin-time-limit", burnin_time_limit)):
+        try:
+            limits[hint] = parse_duration(raw)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=hint) from None
+        if limits[hint] <= 0:
+            raise click.BadParameter("must be more than 0s", param_hint=hint)
+    command = None
+    if burnin_command is not None:
+        command = tuple(shlex.split(burnin_command))
+        if not command:
+            raise click.BadParameter("must name a program", param_hint="--burnin-command")
+    return HealthConfig(heartbeat_limit_s=limits["--heartbeat-limit"], burnin_command=command,
+                        burnin_time_limit_s=limits["--burnin-time-limit"])

@@ -21,12 +21,14 @@ from pydantic import BaseModel, ValidationError
 from ..model.job import JobSpec
 from ..model.sweep import Choice, SweepSpec
 from ..schemas import (FINISHED_STATES, FINISHED_SWEEP_STATES, ErrorResponse, EventList, JobView, LogChunk, NodeList,
-                       QueueList, QueueView, QuotaView, ReportResponse, SubmitResponse, SweepList, SweepView,
+                       NodeView, QueueList, QueueView, QuotaView, ReportResponse, SubmitResponse, SweepList, SweepView,
                        TrialList, TrialView, UsageReport, WhoAmI)
 from .config import ClientConfig, config_path
 from .errors import ApiError, ApiUnavailable, AuthenticationFailed, for_status
 
 M = TypeVar("M", bound=BaseModel)
+#: What ``node_action`` may do to a node (``POST /v1/nodes/{node}:ACTION``).
+NODE_ACTIONS = ("fail", "drain", "repair")
 When = datetime | date | str
 Spec = JobSpec | Mapping[str, Any]
 SweepBody = SweepSpec | Mapping[str, Any]
@@ -107,6 +109,13 @@ class _calls:
     @staticmethod
     def nodes() -> _Call[NodeList]:
         return _Call("GET", "/v1/nodes", NodeList)
+
+    @staticmethod
+    def node_action(name: str, action: str, reason: str | None) -> _Call[NodeView]:
+        if action not in NODE_ACTIONS:
+            raise ValueError(f"unknown node action {action!r}; use one of: {', '.join(NODE_ACTIONS)}")
+        return _Call("POST", f"/v1/nodes/{quote(name, safe='')}:{action}", NodeView,
+                     body={"reason": reason} if reason else None)
 
     @staticmethod
     def events(job_id: str | None, after: int | None, limit: int | None) -> _Call[EventList]:
@@ -275,6 +284,10 @@ class ShoalClient:
     def nodes(self) -> NodeList:
         return self._send(_calls.nodes())
 
+    def node_action(self, name: str, action: str, *, reason: str | None = None) -> NodeView:
+        """``fail``, ``drain`` or ``repair`` node ``name`` (an admin token)."""
+        return self._send(_calls.node_action(name, action, reason))
+
     def events(self, job_id: str | None = None, *, after: int | None = None, limit: int | None = None) -> EventList:
         return self._send(_calls.events(job_id, after, limit))
 
@@ -392,6 +405,10 @@ class AsyncShoalClient:
 
     async def nodes(self) -> NodeList:
         return await self._send(_calls.nodes())
+
+    async def node_action(self, name: str, action: str, *, reason: str | None = None) -> NodeView:
+        """``fail``, ``drain`` or ``repair`` node ``name`` (an admin token)."""
+        return await self._send(_calls.node_action(name, action, reason))
 
     async def events(self, job_id: str | None = None, *, after: int | None = None,
                      limit: int | None = None) -> EventList:

@@ -81,6 +81,16 @@ class NodeReport:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class GpuErrorReport:
+    """A node's GPU error counters as the executor reads them: ``count`` only ever grows (uncorrected ECC errors,
+    critical XID events, failed row remaps, summed over the node's GPUs), so the controller marks the node suspect
+    when it grows; ``detail`` says what was counted (``"xid 79 on GPU 3"``)."""
+
+    count: int
+    detail: str = ""
+
+
 class Executor(ABC):
     #: See ``LaunchRequest.container_devices``; the controller copies it into every request.
     container_devices: bool = False
@@ -110,6 +120,12 @@ class Executor(ABC):
     def node_health(self, now: float) -> Mapping[str, NodeReport]:
         """What the backend itself says of its nodes' health, for nodes it has an opinion on. The live loop applies
         changes to the store (``service.nodes.apply_backend_health``). Default: no opinion."""
+        return {}
+
+    def gpu_errors(self, now: float) -> Mapping[str, GpuErrorReport]:
+        """Each node's GPU error counters, for nodes the executor can read them on (NVML on real GPUs, or the
+        executor's own report). Called once per controller step; a node whose count grows turns suspect.
+        Default: none."""
         return {}
 
     def master_addr(self, job_id: str, placement: Placement, attempt: int) -> str:

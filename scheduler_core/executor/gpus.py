@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.cluster import Device, Node
+from .base import GpuErrorReport
+from .nvml_errors import NvmlErrorCounters
 from ..model.flavours import MIG_PROFILES
 
 log = logging.getLogger(__name__)
@@ -28,11 +30,13 @@ _PROFILE = re.compile(r"(\d+g\.\d+gb)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class LocalGpus:
-    """The node, the NVML names of its MIG slices ((node, gpu, slice) → "MIG-…"), and a utilisation probe."""
+    """The node, the NVML names of its MIG slices ((node, gpu, slice) → "MIG-…"), a utilisation probe, and its
+    GPU error counters (XID, ECC, row remaps: ``nvml_errors``) as ``LocalExecutor.gpu_errors`` reports them."""
 
     node: Node
     device_names: dict[tuple[str, int, int], str]
     utilization: Callable[[str], float | None]
+    errors: Callable[[str], GpuErrorReport | None] = lambda _node: None
 
 
 def _text(value: Any) -> str:
@@ -104,7 +108,19 @@ def discover(nvml: Any | None = None, *, name: str | None = None) -> LocalGpus |
             return None
         return sum(rates) / (100.0 * len(rates))
 
-    return LocalGpus(node=result, device_names=names, utilization=utilization)
+    counters = NvmlErrorCounters(nvml, handles)
+
+    def errors(which: str) -> GpuErrorReport | None:
+        if which != node:
+            return None
+        try:
+            read = counters.read()
+        except Exception:
+            return None
+        bad = [gpu.describe() for gpu in read if gpu.total]
+        return GpuErrorReport(sum(gpu.total for gpu in read), "; ".join(bad))
+
+    return LocalGpus(node=result, device_names=names, utilization=utilization, errors=errors)
 
 
 def _mig_enabled(nvml: Any, handle: Any) -> bool:

@@ -43,7 +43,7 @@ from ..errors import Conflict, NotFound
 from ..job_env import pod_env
 from ..model.cluster import Node
 from . import procfs
-from .base import Executor, LaunchRequest, PodEvent, PodEventKind
+from .base import Executor, GpuErrorReport, LaunchRequest, PodEvent, PodEventKind
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,8 @@ class LocalExecutor(Executor):
                  sigterm_startup_window_s: float = SIGTERM_STARTUP_WINDOW_S,
                  clock: Callable[[], float] = time.time,
                  device_names: Mapping[tuple[str, int, int], str] | None = None,
-                 gpu_utilization: Callable[[str], float | None] | None = None) -> None:
+                 gpu_utilization: Callable[[str], float | None] | None = None,
+                 gpu_errors: Callable[[str], GpuErrorReport | None] | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()  # pods run in other cwds: keep every path absolute
         node_list = list(nodes.values()) if isinstance(nodes, Mapping) else list(nodes)
         self.nodes: dict[str, Node] = {node.name: node for node in node_list}
@@ -143,6 +144,7 @@ class LocalExecutor(Executor):
         # Real MIG devices have NVML UUIDs; (node, gpu, slice) → "MIG-…" overrides the derived ones.
         self._device_names = dict(device_names or {})
         self._gpu_utilization = gpu_utilization
+        self._gpu_errors = gpu_errors
         self._gangs: dict[str, _Gang] = {}
         for sub in ("pods", "logs", "work", "nodes"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -306,6 +308,33 @@ class LocalExecutor(Executor):
         failed = self.failed_nodes()
         return {name: (self._gpu_utilization(name) if self._gpu_utilization else None)
                 for name in self.nodes if name not in failed}
+
+    def gpu_errors(self, now: float) -> dict[str, GpuErrorReport]:
+        """Each node's GPU error count: NVML's (``gpus.LocalGpus.errors``) on a real GPU, plus the executor's own
+        report, ``<state_dir>/nodes/<node>.gpu_errors`` (``{"count": N, "detail": "..."}``), which a node
+        agent, a health script or a test writes for any node, virtual ones included. Failed nodes are left out."""
+        failed = self.failed_nodes()
+        reports: dict[str, GpuErrorReport] = {}
+        for name in self.nodes:
+            if name in failed:
+                continue
+            found = [report for report in (self._gpu_errors(name) if self._gpu_errors else None,
+                                            self._reported_gpu_errors(name)) if report is not None]
+            if found:
+                reports[name] = GpuErrorReport(sum(r.count for r in found),
+                                               "; ".join(r.detail for r in found if r.detail))
+        return reports
+
+    def report_gpu_errors(self, node: str, count: int, detail: str = "") -> None:
+        """Write ``node``'s own GPU error report (the counter only grows: a lower count is ignored)."""
+        self._check_node(node)
+        _write_text(self.state_dir / "nodes" / f"{node}.gpu_errors", json.dumps({"count": count, "detail": detail}))
+
+    def _reported_gpu_errors(self, node: str) -> GpuErrorReport | None:
+        data = _read_json(self.state_dir / "nodes" / f"{node}.gpu_errors")
+        if data is None or not isinstance(data.get("count"), int) or isinstance(data.get("count"), bool):
+            return None
+        return GpuErrorReport(max(int(data["count"]), 0), str(data.get("detail", "")))
 
     # -- inspection ---------------------------------------------------------------------------------------------
     def pod_env(self, job_id: str, rank: int) -> dict[str, str]:

@@ -22,7 +22,7 @@ from typing import Literal
 
 from ..errors import Conflict
 from ..job_env import pod_env
-from .base import Executor, LaunchRequest, PodEvent, PodEventKind
+from .base import Executor, GpuErrorReport, LaunchRequest, PodEvent, PodEventKind
 
 #: Exit codes a simulated pod reports when signalled to death, as ``subprocess`` reports them (minus the signal).
 KILLED = -9
@@ -136,6 +136,7 @@ class SimExecutor(Executor):
         self._uri_of: dict[str, str] = {}             # job id → its checkpoint URI (last launch)
         self._failed_nodes: set[str] = set()
         self._slow_nodes: dict[str, float] = {}
+        self._gpu_errors: dict[str, GpuErrorReport] = {}
         self._ends_waiting = 0                        # EXITED/FAILED events in the outbox
         self.stats = SimStats()
 
@@ -269,6 +270,13 @@ class SimExecutor(Executor):
 
     def repair_node(self, node: str) -> None:
         self._failed_nodes.discard(node)
+
+    def report_gpu_errors(self, node: str, count: int, detail: str = "") -> None:
+        """Set ``node``'s GPU error counter (``gpu_errors``), as NVML would count XID or ECC errors."""
+        self._gpu_errors[node] = GpuErrorReport(count, detail)
+
+    def gpu_errors(self, now: float) -> dict[str, GpuErrorReport]:
+        return dict(self._gpu_errors)
 
     def set_node_slowdown(self, node: str, factor: float) -> None:
         """Make every step on ``node`` take ``factor`` times longer (1.0: healthy). The gang runs at the pace of its

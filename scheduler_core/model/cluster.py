@@ -16,12 +16,15 @@ from .flavours import FLAVOURS, MIG_PROFILES, WHOLE_GPU_FLAVOURS
 
 
 class Health(StrEnum):
-    """Node health. A suspect node finishes healthy work but takes none; draining and repair take nothing."""
+    """Node health (DESIGN §3.3). Only a ready node takes new work: a suspect node finishes its healthy work but
+    takes none, a draining one lets its jobs finish, one in repair runs nothing, and one in burn-in runs only the
+    scheduler's own check job. ``runtime.node_lifecycle`` says how a node moves between them."""
 
     READY = "ready"
     SUSPECT = "suspect"
     DRAINING = "draining"
     REPAIR = "repair"
+    BURNIN = "burnin"
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,6 +102,10 @@ class LiveController:
                  policy_config: PolicyConfig = PolicyConfig(), clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None,
                  on_step: Callable[[StepReport, float], None] | None = None) -> None:
+        if controller_config.health.heartbeat_limit_s <= config.heartbeat_every_s:
+            raise ValueError(f"the heartbeat limit ({controller_config.health.heartbeat_limit_s:g}s) must be longer "
+                             f"than the time between heartbeats ({config.heartbeat_every_s:g}s), or every node "
+                             f"would turn suspect")
         self.store = store
         self.executor = executor
         self.policy = policy

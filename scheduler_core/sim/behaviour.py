@@ -33,6 +33,8 @@ from .workloads.types import WorkloadJob
 GPU_HOURS_PER_FAILURE = 50_700.0
 REPAIR_S = 2 * 86400.0
 STUCK_POD_ONE_IN = 500
+#: How long the scheduler's burn-in of a repaired node takes in the simulator (start-up included).
+BURNIN_S = 120.0
 
 
 def _unit(*parts: object) -> float:
@@ -43,7 +45,13 @@ def _unit(*parts: object) -> float:
 def behaviour_for(jobs: Mapping[str, WorkloadJob], seed: int) -> Callable[[LaunchRequest], SimBehaviour]:
     """The executor's behaviour function: ``jobs`` maps the store's job id to the workload's job."""
 
+    burnin = SimBehaviour(work_s=BURNIN_S - 5.0, start_latency_s=5.0, checkpoint_interval_s=None,
+                          checkpoint_cost_s=None, report_every_s=None)
+
     def behaviour(request: LaunchRequest) -> SimBehaviour:
+        if request.env.get("SHOAL_BURNIN") == "1":
+            return burnin   # the scheduler's own check of a node (``runtime.health_keeper``): it passes if the node
+            #                 is up, and fails as any pod does if the node is lost meanwhile
         job = jobs[request.job_id]
         key = (seed, job.id, request.attempt)
         pods = len(request.placement.pods)

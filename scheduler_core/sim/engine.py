@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 
 from ..controller import Controller, ControllerConfig
 from ..executor.sim import SimExecutor
-from ..model.cluster import Health, Node
+from ..model.cluster import Node
 from ..model.flavours import FLAVOURS
 from ..policy.types import Policy
 from ..policy.decisions import CycleResult, Reason, Wait
 from .baselines import BASELINES
 from ..policy.cadence import PlanEvery, SkipWhenIdle
+from ..runtime.node_lifecycle import Signal
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
 from .recorder import RecordingStore
 from .records import RunRecord, Series
@@ -124,12 +125,14 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
         while next_job < len(jobs) and jobs[next_job].submit_at <= at:
             store.submit_workload_job(jobs[next_job])
             next_job += 1
+        # Failures and repairs take the live path (``runtime.node_lifecycle``): a failed node goes to repair; a
+        # repaired one to burn-in, and the controller's burn-in puts it back to ready.
         while min(failures.peek(), repairs[0][0] if repairs else math.inf) <= at:
             if repairs and repairs[0][0] <= failures.peek():
                 when, node = heapq.heappop(repairs)
                 down.discard(node)
                 executor.repair_node(node)
-                store.set_node_health(node, Health.READY, "repaired", when)
+                controller.health.signal(node, Signal.REPAIRED, "repaired", when)
                 continue
             fault = failures.pop()
             if fault.node in down:
@@ -137,10 +140,15 @@ def simulate(workload: Workload, policy: str | Policy, config: SimConfig = SimCo
             down.add(fault.node)
             node_failures += 1
             heapq.heappush(repairs, (fault.repair_at, fault.node))
-            store.set_node_health(fault.node, Health.REPAIR, "simulated hardware failure", fault.at)
+            controller.health.signal(fault.node, Signal.FAILED, "simulated hardware failure", fault.at)
             executor.fail_node(fault.node, fault.at)
         before = store.changes
         step = controller.step(at)
+        for moved in step.health:
+            if moved.signal is Signal.BURNIN_FAILED and moved.node not in down:
+                # A burn-in failed on a node that is up (lost again meanwhile): it goes back to repair.
+                down.add(moved.node)
+                heapq.heappush(repairs, (at + config.repair_s, moved.node))
         cycles += 1
         if step.cycle is not None and step.preempted and at >= workload.window[0]:
             applied = set(step.preempted)

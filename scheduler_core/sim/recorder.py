@@ -18,7 +18,7 @@ from ..model.flavours import FLAVOURS
 from ..model.job import JobSpec
 from ..policy.snapshot import AdmittedAs, Placement
 from ..store.memory import MemoryStore
-from ..store.records import JobRecord, JobState, NodeRecord
+from ..store.records import Event, JobRecord, JobState, NodeRecord
 from .records import Admission, Interruption, JobLog
 from .workloads.types import WorkloadJob
 
@@ -158,8 +158,9 @@ class RecordingStore(MemoryStore):
         self.changes += 1
         return record
 
-    def set_node_health(self, name: str, health: Health, reason: str, now: float) -> NodeRecord:
-        record = super().set_node_health(name, health, reason, now)
+    def set_node_health(self, name: str, health: Health, reason: str, now: float, *, expect: Health | None = None,
+                        event: Event | None = None) -> NodeRecord:
+        record = super().set_node_health(name, health, reason, now, expect=expect, event=event)
         ready = health is Health.READY
         if ready != self._ready.get(name, ready):
             self._ready[name] = ready

@@ -36,7 +36,13 @@ class Store(ABC):
     def list_nodes(self) -> list[NodeRecord]: ...
 
     @abstractmethod
-    def set_node_health(self, name: str, health: Health, reason: str, now: float) -> NodeRecord: ...
+    def set_node_health(self, name: str, health: Health, reason: str, now: float, *, expect: Health | None = None,
+                        event: Event | None = None) -> NodeRecord:
+        """Set a node's health and its reason (``health_changed_at`` = ``now``). ``expect``: only if the node is
+        in that health now, else ``Conflict`` and nothing written, so two writers deciding from what they read
+        (the controller, an operator through the API) cannot undo each other's transition unseen. ``event``:
+        appended in the same transaction (a transition is never without its event). ``NotFound`` for an unknown
+        node."""
 
     @abstractmethod
     def heartbeat(self, name: str, now: float, gpu_utilization: float | None = None) -> None: ...
@@ -104,11 +110,13 @@ class Store(ABC):
         the record. ``Conflict`` if the job holds no units or ``state`` is one that holds units."""
 
     @abstractmethod
-    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float) -> None:
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float, *,
+                  events: Sequence[Event] = ()) -> list[Event]:
         """Record each pending job's (job_id, reason, message, position, estimated_start) from the cycle at
         ``now``, with ``room_wait_since`` and ``room_waited_s`` by ``records.room_wait`` (binding the job clears
-        both).
-        An unknown id is ``NotFound`` (nothing written); a job no longer pending is skipped."""
+        both), and append ``events`` (the cycle's WAIT and RESERVE events), all in one transaction: a cycle that
+        explains 2,000 waits is one round trip, not 2,000. Returns the events with their ids.
+        An unknown id is ``NotFound`` (nothing written, events neither); a job no longer pending is skipped."""
 
     @abstractmethod
     def request_cancel(self, job_id: str, now: float) -> JobRecord:

@@ -80,10 +80,16 @@ class MemoryStore(Store):
         with self._lock:
             return list(self._nodes.values())
 
-    def set_node_health(self, name: str, health: Health, reason: str, now: float) -> NodeRecord:
+    def set_node_health(self, name: str, health: Health, reason: str, now: float, *, expect: Health | None = None,
+                        event: Event | None = None) -> NodeRecord:
         with self._lock:
-            record = dataclasses.replace(self._node(name), health=health, health_reason=reason)
+            current = self._node(name)
+            if expect is not None and current.health is not expect:
+                raise Conflict(f"node {name} is {current.health}, not {expect}: its health changed meanwhile")
+            record = dataclasses.replace(current, health=health, health_reason=reason, health_changed_at=now)
             self._nodes[name] = record
+            if event is not None:
+                self._append_event(event)
             return record
 
     def heartbeat(self, name: str, now: float, gpu_utilization: float | None = None) -> None:
@@ -235,7 +241,8 @@ class MemoryStore(Store):
                     exit_code=exit_code, message=message, checkpoint_requested=False)
             return self._put(released)
 
-    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float) -> None:
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float, *,
+                  events: Sequence[Event] = ()) -> list[Event]:
         """A job no longer pending when its wait arrives (cancelled meanwhile) is left alone: the cycle was
         computed before that happened, and the next one will not mention it."""
         with self._lock:
@@ -243,6 +250,7 @@ class MemoryStore(Store):
             for wait in waits:
                 if wait[0] not in jobs:
                     raise NotFound(f"no job {wait[0]!r}")
+            stored = [self._append_event(event) for event in events]
             for job_id, reason, message, position, estimated_start in waits:
                 job = self._jobs[job_id]
                 if job.state is not JobState.PENDING:
@@ -254,6 +262,7 @@ class MemoryStore(Store):
                 self._jobs[job_id] = dataclasses.replace(
                     job, wait_reason=reason, wait_message=message, queue_position=position,
                     estimated_start=estimated_start, room_wait_since=since, room_waited_s=waited_s)
+            return stored
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
         """Cancelling a cancelled job returns it unchanged; cancelling one that ended otherwise is a ``Conflict``."""
@@ -303,11 +312,15 @@ class MemoryStore(Store):
 
     def append_event(self, event: Event) -> Event:
         with self._lock:
-            stored = dataclasses.replace(event, id=len(self._events) + 1)
-            if stored.job_id is not None:
-                self._events_by_job.setdefault(stored.job_id, []).append(len(self._events))
-            self._events.append(stored)
-            return stored
+            return self._append_event(event)
+
+    def _append_event(self, event: Event) -> Event:
+        """Under the lock."""
+        stored = dataclasses.replace(event, id=len(self._events) + 1)
+        if stored.job_id is not None:
+            self._events_by_job.setdefault(stored.job_id, []).append(len(self._events))
+        self._events.append(stored)
+        return stored
 
     def events(self, *, job_id: str | None = None, after_id: int | None = None,
                limit: int | None = None) -> list[Event]:

@@ -108,6 +108,8 @@ class NodeRecord:
     health: Health = Health.READY
     health_reason: str = ""
     heartbeat_at: float | None = None
+    #: When ``health`` was last set (``None``: never since the node was configured).
+    health_changed_at: float | None = None
     gpu_utilization: float | None = None
 
 

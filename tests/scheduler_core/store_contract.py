@@ -88,6 +88,31 @@ class StoreContract(SweepStoreContract, ABC):
         listed = {r.node.name: r for r in store.list_nodes()}[N1]
         assert listed.health is Health.SUSPECT and listed.heartbeat_at == 4.0
 
+    def test_set_node_health_writes_its_event_in_the_same_call_and_stamps_the_change(self, store: Store) -> None:
+        event = Event(at=3.0, kind="node_health", reason="HeartbeatStale", node=N1,
+                      data={"health": "suspect", "was": "ready"})
+        record = store.set_node_health(N1, Health.SUSPECT, "no heartbeat", now=3.0, expect=Health.READY,
+                                       event=event)
+        assert record.health is Health.SUSPECT and record.health_changed_at == 3.0
+        [stored] = store.events()
+        assert (stored.reason, stored.node, stored.data) == ("HeartbeatStale", N1, event.data)
+        assert {r.node.name: r for r in store.list_nodes()}[N1].health_changed_at == 3.0
+
+    def test_set_node_health_expecting_another_health_conflicts_and_writes_nothing(self, store: Store) -> None:
+        store.set_node_health(N1, Health.DRAINING, "drained by ops", now=2.0)
+        with pytest.raises(Conflict, match="draining"):
+            store.set_node_health(N1, Health.SUSPECT, "no heartbeat", now=3.0, expect=Health.READY,
+                                  event=Event(at=3.0, kind="node_health", reason="HeartbeatStale", node=N1))
+        record = {r.node.name: r for r in store.list_nodes()}[N1]
+        assert (record.health, record.health_reason, record.health_changed_at) == (
+            Health.DRAINING, "drained by ops", 2.0)
+        assert store.events() == []
+
+    @pytest.mark.parametrize("health", list(Health))
+    def test_every_health_round_trips(self, store: Store, health: Health) -> None:
+        store.set_node_health(N0, health, f"now {health}", now=1.0)
+        assert {r.node.name: r for r in store.list_nodes()}[N0].health is health
+
     @pytest.mark.parametrize("call", ["health", "heartbeat"])
     def test_unknown_node_is_not_found(self, store: Store, call: str) -> None:
         with pytest.raises(NotFound, match="no-such-node"):
@@ -393,6 +418,28 @@ class StoreContract(SweepStoreContract, ABC):
             store.set_waits([(a.id, Reason.QUOTA_FULL, "", 1, None),
                              ("job_nope", Reason.QUOTA_FULL, "", 2, None)], 3.0)
         assert store.get(a.id).wait_reason is None
+
+    def test_set_waits_appends_the_cycles_events_in_the_same_call(self, store: Store) -> None:
+        a = store.submit(make_spec("a").build(), user="ana", now=1.0)
+        b = store.submit(make_spec("b").build(), user="ana", now=2.0)
+        events = [Event(at=3.0, kind="reserve", reason="Reserved", job_id=b.id, data={"nodes": [N0]}),
+                  *(Event(at=3.0, kind="wait", reason="QuotaFull", job_id=j.id, team="fraud-ml",
+                          data={"position": i}) for i, j in enumerate((a, b), 1))]
+        stored = store.set_waits([(a.id, Reason.QUOTA_FULL, "", 1, None), (b.id, Reason.QUOTA_FULL, "", 2, None)],
+                                 3.0, events=events)
+        assert [e.id for e in stored] == [e.id for e in store.events()]
+        assert len({e.id for e in stored}) == 3 and [e.id for e in stored] == sorted(e.id for e in stored)
+        assert [(e.kind, e.job_id, e.data) for e in store.events()] == [(e.kind, e.job_id, e.data) for e in events]
+        assert store.get(b.id).wait_reason is Reason.QUOTA_FULL
+        assert store.set_waits([], 4.0, events=[Event(at=4.0, kind="reserve", reason="Reserved")])[0].id == \
+            stored[-1].id + 1   # events alone, with no waits
+
+    def test_set_waits_with_an_unknown_job_writes_no_events(self, store: Store) -> None:
+        a = store.submit(make_spec("a").build(), user="ana", now=1.0)
+        with pytest.raises(NotFound):
+            store.set_waits([(a.id, Reason.QUOTA_FULL, "", 1, None), ("job_nope", Reason.QUOTA_FULL, "", 2, None)],
+                            3.0, events=[Event(at=3.0, kind="wait", reason="QuotaFull", job_id=a.id)])
+        assert store.events() == [] and store.get(a.id).wait_reason is None
 
     def test_a_bind_clears_the_wait(self, store: Store) -> None:
         a = store.submit(make_spec("a").pods(1, 8).build(), user="ana", now=1.0)

@@ -13,7 +13,7 @@ from scheduler_core.store.memory import MemoryStore
 from .runtime_builders import cluster_nodes
 
 NODE = "h100-b0-n00"
-R, S, D, X = Health.READY, Health.SUSPECT, Health.DRAINING, Health.REPAIR
+R, S, D, X, B = Health.READY, Health.SUSPECT, Health.DRAINING, Health.REPAIR, Health.BURNIN
 
 
 @pytest.fixture
@@ -32,7 +32,8 @@ CASES = [
     ("ready at first changes nothing", [R], [R]),
     ("a GPU error marks it suspect, recovery makes it ready", [R, S, S, R], [R, S, S, R]),
     ("after a restart a worse word applies at once", [X], [X]),
-    ("worse words follow each other", [S, D, X, R], [S, D, X, R]),
+    ("worse words follow each other; back from repair through a burn-in", [S, D, X, R], [S, D, X, B]),
+    ("an uncordoned node is ready at once", [R, D, R], [R, D, R]),
 ]
 
 
@@ -68,4 +69,4 @@ def test_changes_are_events_with_the_clusters_reason_and_unknown_nodes_are_ignor
     assert [(r.node.name, r.health, r.health_reason) for r in changed] == [
         (NODE, S, "GPUUnhealthy: double-bit ECC")]
     events = [(e.reason, e.node, e.data) for e in store.events() if e.kind == "node_health"]
-    assert events == [("ClusterReported", NODE, {"health": "suspect", "was": "ready"})]
+    assert events == [("ClusterSuspect", NODE, {"health": "suspect", "was": "ready"})]

@@ -89,6 +89,8 @@ _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
        checkpoints.c.bytes.label("ck_bytes"), checkpoints.c.written_at.label("ck_written_at"),
        checkpoints.c.verified.label("ck_verified"), checkpoints.c.cost_s.label("ck_cost_s")]
 _INSERT_EVENT = insert(events)
+#: Many events in one statement, their ids back in the order given (SQLAlchemy's "insertmanyvalues").
+_INSERT_EVENTS_RETURNING = insert(events).returning(events.c.id, sort_by_parameter_order=True)
 _JOB_SELECT = select(jobs, *_CK).select_from(
     jobs.outerjoin(checkpoints, jobs.c.last_checkpoint_id == checkpoints.c.id))
 # The submission path's statements, built once with bound parameters: building a statement per call (``.values``,
@@ -150,12 +152,21 @@ class SqlStore(Store, TokenStore):
         rows = self.db.read(lambda conn: conn.execute(select(nodes).order_by(nodes.c.position)).all())
         return [self._node_record(row) for row in rows]
 
-    def set_node_health(self, name: str, health: Health, reason: str, now: float) -> NodeRecord:
+    def set_node_health(self, name: str, health: Health, reason: str, now: float, *, expect: Health | None = None,
+                        event: Event | None = None) -> NodeRecord:
         def run(conn: Connection) -> NodeRecord:
-            changed = conn.execute(update(nodes).where(nodes.c.name == name).values(
+            where = nodes.c.name == name
+            if expect is not None:
+                where = and_(where, nodes.c.health == expect.value)
+            changed = conn.execute(update(nodes).where(where).values(
                 health=health.value, health_reason=reason, health_changed_at=now))
             if changed.rowcount == 0:
-                raise NotFound(f"no node {name!r}")
+                row = conn.execute(select(nodes.c.health).where(nodes.c.name == name)).first()
+                if row is None:
+                    raise NotFound(f"no node {name!r}")
+                raise Conflict(f"node {name} is {row.health}, not {expect}: its health changed meanwhile")
+            if event is not None:
+                self._insert_events(conn, [event])
             return self._node_record(conn.execute(select(nodes).where(nodes.c.name == name)).one())
         return self.db.write(run)
 
@@ -342,15 +353,16 @@ class SqlStore(Store, TokenStore):
                                     checkpoint_requested=False)
         return self.db.write(run)
 
-    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float) -> None:
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float, *,
+                  events: Sequence[Event] = ()) -> list[Event]:
         """A job no longer pending is skipped; an unchanged wait is not rewritten (most are, cycle to cycle)."""
         if not waits:
-            return
+            return self.append_events(events)
 
         columns = (jobs.c.id, jobs.c.state, jobs.c.wait_reason, jobs.c.wait_message, jobs.c.queue_position,
                    jobs.c.estimated_start, jobs.c.room_wait_since, jobs.c.room_waited_s)
 
-        def run(conn: Connection) -> None:
+        def run(conn: Connection) -> list[Event]:
             ids = list(dict.fromkeys(wait[0] for wait in waits))
             # The waits are of pending jobs: read those in one query (a 2,000-long IN list costs more than this),
             # then the few others by id.
@@ -381,7 +393,8 @@ class SqlStore(Store, TokenStore):
                     queue_position=bindparam("queue_position"), estimated_start=bindparam("estimated_start"),
                     room_wait_since=bindparam("room_wait_since"), room_waited_s=bindparam("room_waited_s")),
                     changes)
-        self.db.write(run)
+            return self._insert_events(conn, events)
+        return self.db.write(run)
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
         return self.db.write(lambda conn: self._cancel(conn, job_id, now))
@@ -452,23 +465,27 @@ class SqlStore(Store, TokenStore):
     def append_events(self, events_: Sequence[Event]) -> list[Event]:
         if not events_:
             return []
+        return self.db.write(lambda conn: self._insert_events(conn, events_))
 
-        def run(conn: Connection) -> list[Event]:
-            if self.db.is_postgres:
-                # Ids come from a sequence, which hands them out before commit; holding this lock to commit
-                # makes ids become visible in order, so a reader paging with ``after_id`` never skips one.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENTS_LOCK_KEY})
-            stored = []
-            for event in events_:
-                event_id = _new_id(conn.execute(_INSERT_EVENT, {
-                    "at": event.at, "kind": event.kind, "reason": event.reason, "message": event.message,
-                    "job_id": event.job_id, "node": event.node, "team": event.team,
-                    "data": json.dumps(event.data, sort_keys=True, default=str)}))
-                stored.append(Event(at=event.at, kind=event.kind, reason=event.reason, message=event.message,
-                                    job_id=event.job_id, node=event.node, team=event.team, data=dict(event.data),
-                                    id=event_id))
-            return stored
-        return self.db.write(run)
+    def _insert_events(self, conn: Connection, events_: Sequence[Event]) -> list[Event]:
+        """Append ``events_`` inside the caller's transaction, in one multi-row INSERT … RETURNING."""
+        if not events_:
+            return []
+        if self.db.is_postgres:
+            # Ids come from a sequence, which hands them out before commit; holding this lock to commit
+            # makes ids become visible in order, so a reader paging with ``after_id`` never skips one.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENTS_LOCK_KEY})
+        rows = [{"at": event.at, "kind": event.kind, "reason": event.reason, "message": event.message,
+                 "job_id": event.job_id, "node": event.node, "team": event.team,
+                 "data": json.dumps(event.data, sort_keys=True, default=str)} for event in events_]
+        if len(rows) == 1:
+            ids = [_new_id(conn.execute(_INSERT_EVENT, rows[0]))]
+        else:
+            result = conn.execute(_INSERT_EVENTS_RETURNING, rows)
+            ids = [int(row[0]) for row in result]
+        return [Event(at=event.at, kind=event.kind, reason=event.reason, message=event.message,
+                      job_id=event.job_id, node=event.node, team=event.team, data=dict(event.data), id=event_id)
+                for event, event_id in zip(events_, ids, strict=True)]
 
     def events(self, *, job_id: str | None = None, after_id: int | None = None,
                limit: int | None = None) -> list[Event]:
@@ -850,6 +867,7 @@ class SqlStore(Store, TokenStore):
 
     def _node_record(self, row: Row[Any]) -> NodeRecord:
         return NodeRecord(node=self._node(row.config), health=Health(row.health), health_reason=row.health_reason,
+                          health_changed_at=row.health_changed_at,
                           heartbeat_at=row.heartbeat_at, gpu_utilization=row.gpu_utilization)
 
     def _job_record(self, row: Row[Any]) -> JobRecord:

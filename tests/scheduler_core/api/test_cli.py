@@ -15,7 +15,6 @@ import pytest
 
 from scheduler_core.cli.main import main
 from scheduler_core.cli.state import open_state
-from scheduler_core.model import Health
 from scheduler_core.policy.decisions import Reason
 from scheduler_core.store.records import JobState
 from scheduler_core.store.sql import SqlStore
@@ -213,7 +212,7 @@ def test_usage_and_nodes_tables(api: Harness, shoal: Shoal) -> None:
 
     code, out, _ = shoal("nodes")
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
-    assert rows["h100-b0-n00"][:5] == ["h100-b0-n00", "h100-b0", "ready", "0/8", "h100"]
+    assert rows["h100-b0-n00"][:6] == ["h100-b0-n00", "h100-b0", "ready", "-", "0/8", "h100"]
     assert rows["h100-b0-n03"][2:4] == ["ready", "(spare)"]
 
 
@@ -266,24 +265,6 @@ def test_store_commands_refuse_a_state_dir_with_no_state(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert code == 2 and "no Shoal state in" in err
     assert not (tmp_path / "typo").exists()
-
-
-def test_nodes_fail_drain_repair_on_the_store(state: tuple[Path, SqlStore],
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    state_dir, store = state
-
-    assert main(["nodes", "fail", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
-    assert {r.node.name: r.health for r in store.list_nodes()}["h100-b0-n01"] is Health.REPAIR
-    assert main(["nodes", "drain", "h100-b0-n02", "--state-dir", str(state_dir)]) == 0
-    assert main(["nodes", "repair", "h100-b0-n01", "--state-dir", str(state_dir)]) == 0
-    assert main(["nodes", "fail", "h100-zz", "--state-dir", str(state_dir)]) == 2
-
-    health = {r.node.name: r.health for r in store.list_nodes()}
-    assert (health["h100-b0-n01"], health["h100-b0-n02"]) == (Health.READY, Health.DRAINING)
-    assert [(e.kind, e.reason, e.node) for e in store.events()] == [
-        ("node_health", "NodeFailed", "h100-b0-n01"), ("node_health", "Drained", "h100-b0-n02"),
-        ("node_health", "Repaired", "h100-b0-n01")]
-    assert "no node 'h100-zz'" in capsys.readouterr().err
 
 
 def test_up_refuses_a_port_in_use_and_an_unknown_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

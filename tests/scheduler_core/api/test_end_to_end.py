@@ -113,9 +113,11 @@ def test_bad_input_is_refused_and_nothing_is_stored_or_started(up: Up) -> None:
 
 
 def test_gangs_reclaim_failure_time_limit_and_usage(up: Up) -> None:
-    lender = ShoalClient(up.url, up.token("lea", "lender"))
+    lea_token = up.token("lea", "lender")
+    lender = ShoalClient(up.url, lea_token)
     borrower = ShoalClient(up.url, up.token("ana", "borrower"))
-    admin = ShoalClient(up.url, up.token("root", "lender", admin=True))
+    admin_token = up.token("root", "lender", admin=True)
+    admin = ShoalClient(up.url, admin_token)
 
     def job(client: ShoalClient, job_id: str) -> JobView:
         return client.job(job_id)
@@ -151,8 +153,12 @@ def test_gangs_reclaim_failure_time_limit_and_usage(up: Up) -> None:
     before = up.eventually(lambda: job(lender, owner).last_checkpoint, "owner's first checkpoint")
     assert owned.placement is not None
     failed_node = owned.placement.node_names[1]
-    result = up.shoal("nodes", "fail", failed_node, "--state-dir", str(up.state))
+    refused = up.shoal("nodes", "fail", failed_node, token=lea_token)   # a team's token may not fail nodes
+    assert refused.returncode == 3 and "admin token" in refused.stderr
+    result = up.shoal("nodes", "fail", failed_node, token=admin_token)   # through the API, from the repo's root
     assert result.returncode == 0, result.stderr
+    failed_event = next(e for e in admin.events(limit=1000).events if e.reason == "NodeFailed")
+    assert failed_event.node == failed_node and failed_event.data["by"] == "root"
     restarted = up.eventually(lambda: (v := job(lender, owner)).state == "RUNNING" and v.infra_restarts == 1 and v,
                               "owner to restart after the node failure")
     assert restarted.placement is not None
