@@ -26,8 +26,11 @@ from .workloads.scaling import describe_cluster
 
 
 @click.command("sim")
-@click.option("--workload", required=True, metavar="tuesday|PATH.csv",
-              help="'tuesday' (the generated busy Tuesday) or a job trace CSV (schema: traces/README.md).")
+@click.option("--workload", required=True, metavar="tuesday|festive|PATH.csv",
+              help="'tuesday' (the generated busy Tuesday), 'festive' (the generated festive week) or a job trace "
+                   "CSV (schema: traces/README.md).")
+@click.option("--days", type=click.IntRange(1, 14), default=None,
+              help="The festive week's length in days (default 7; shorter for quick looks).")
 @click.option("--cluster", default="reference", show_default=True, metavar="reference|PATH.yaml",
               help="Cluster to simulate: a built-in name or a cluster YAML.")
 @click.option("--teams", default=None, metavar="NAME|PATH.yaml",
@@ -58,7 +61,7 @@ from .workloads.scaling import describe_cluster
 @click.option("--tick", "tick_s", type=float, default=10.0, show_default=True,
               help="Scheduler tick in virtual seconds: the controller steps at most once per tick (the live loop's "
                    "is 10 s; a longer one replays long traces faster, adding up to a tick to each wait).")
-def command(workload: str, cluster: str, teams: str | None, policy: str, seed: int | None, seeds_text: str | None,
+def command(workload: str, days: int | None, cluster: str, teams: str | None, policy: str, seed: int | None, seeds_text: str | None,
             jobs: int | None, load: float | None, as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
             gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, explain_waste: bool,
             tick_s: float) -> None:
@@ -66,7 +69,8 @@ def command(workload: str, cluster: str, teams: str | None, policy: str, seed: i
     if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0 or not 1 <= tick_s <= 3600:
         raise click.UsageError("--gpu-hours-per-failure and --horizon-days must be positive, --repair-hours not "
                                "negative, --tick between 1 and 3600 seconds")
-    args = WorkloadArgs(workload=workload, cluster=cluster, teams=teams, load=load, skip_bad_rows=skip_bad_rows)
+    args = WorkloadArgs(workload=workload, cluster=cluster, teams=teams, load=load, skip_bad_rows=skip_bad_rows,
+                        days=days)
     config = SimConfig(seed=seed or 0, gpu_hours_per_failure=None if no_failures else gpu_hours_per_failure,
                        repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, tick_s=tick_s,
                        progress=True)

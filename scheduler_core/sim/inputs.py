@@ -1,4 +1,4 @@
-"""The workload a ``shoal sim`` command line names: a generated one (``tuesday``) or a trace CSV, scaled with
+"""The workload a ``shoal sim`` command line names: a generated one (``tuesday``, ``festive``) or a trace CSV, scaled with
 ``--load``. One place, so a single run and every process of a many-seed run build the same workload from the same
 words."""
 
@@ -12,11 +12,12 @@ import click
 from ..config import load_cluster, load_teams, resolve
 from ..errors import ConfigError
 from .workloads.csvtrace import load_csv
+from .workloads.festive import festive_week
 from .workloads.scaling import scale_to_load
 from .workloads.tuesday import busy_tuesday
 from .workloads.types import Workload
 
-GENERATED = ("tuesday",)
+GENERATED = ("tuesday", "festive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class WorkloadArgs:
     teams: str | None = None
     load: float | None = None
     skip_bad_rows: bool = False
+    #: The festive week's length (default 7); only for ``festive``.
+    days: int | None = None
 
     @property
     def seeded(self) -> bool:
@@ -54,13 +57,20 @@ def load_workload(args: WorkloadArgs, seed: int) -> tuple[Workload, list[str]]:
     config, nodes = load_cluster(args.cluster)
     team_config = load_teams(teams_for(args.cluster, args.teams), nodes)
     warnings: list[str] = []
+    if args.days is not None and args.workload != "festive":
+        raise click.UsageError("--days sets the festive week's length: use it with --workload festive")
+    if args.workload in GENERATED and args.load is not None:
+        raise click.UsageError(f"--load scales a trace's cluster; the {args.workload} workload sets its own load")
     if args.workload == "tuesday":
-        if args.load is not None:
-            raise click.UsageError("--load scales a trace's cluster; the busy Tuesday sets its own load (93 %)")
         return busy_tuesday(config, team_config, seed=seed), warnings
+    if args.workload == "festive":
+        try:
+            return festive_week(config, team_config, seed=seed, days=7 if args.days is None else args.days), warnings
+        except ValueError as exc:
+            raise click.UsageError(f"--workload festive: {exc}") from None
     path = Path(args.workload)
     if path.suffix.lower() != ".csv":
-        raise click.BadParameter(f"{args.workload!r} is neither 'tuesday' nor a .csv trace",
+        raise click.BadParameter(f"{args.workload!r} is neither 'tuesday', 'festive' nor a .csv trace",
                                  param_hint="--workload")
     loaded = load_csv(path, config, team_config, skip_bad_rows=args.skip_bad_rows)
     warnings += [f"skipped {row}" for row in loaded.bad_rows]

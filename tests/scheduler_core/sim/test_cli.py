@@ -85,7 +85,10 @@ def test_a_bad_trace_fails_with_its_line_number(tmp_path: Path, capsys: pytest.C
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--workload", "monday"], "neither 'tuesday' nor a .csv trace"),
+    (["--workload", "monday"], "neither 'tuesday', 'festive' nor a .csv trace"),
+    (["--workload", "festive", "--load", "0.9"], "--load scales a trace's cluster"),
+    (["--workload", "tuesday", "--days", "2"], "--days sets the festive week's length"),
+    (["--workload", "festive", "--days", "0"], "0 is not in the range 1<=x<=14"),
     (["--workload", "tuesday", "--load", "0.9"], "--load scales a trace's cluster"),
     (["--workload", "x.csv", "--cluster", "elsewhere.yaml"], "elsewhere.yaml: cannot read"),
     (["--workload", "tuesday", "--policy", "lottery"], "'lottery' is not one of"),
