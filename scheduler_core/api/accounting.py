@@ -100,6 +100,27 @@ def usage_report(intervals: Iterable[Interval], *, since: float | None, until: f
     return UsageReport(since=utc(since), until=until_dt, rows=out_rows, totals=out_totals)
 
 
+def usage_series(intervals: Iterable[Interval], *, since: float, until: float, step: float) -> dict[str, list[float]]:
+    """GPU-seconds per flavour in each ``step``-long bucket of ``[since, until)`` (the last may be shorter): the
+    usage-over-time plots. Each interval is clipped to the window and split across the buckets it spans."""
+    count = max(1, int(-(-(until - since) // step)))
+    series: dict[str, list[float]] = {}
+    for item in intervals:
+        start, end = max(item.start, since), min(item.end, until)
+        if end <= start:
+            continue
+        row = series.setdefault(item.flavour, [0.0] * count)
+        for index in range(min(count - 1, int((start - since) // step)), count):
+            low = since + index * step
+            high = until if index == count - 1 else low + step
+            overlap = min(end, high) - max(start, low)
+            if overlap > 0:
+                row[index] += item.units * overlap
+            if high >= end:
+                break
+    return series
+
+
 def quota_view(team: TeamConfig, teams: Sequence[TeamConfig], holding: Iterable[JobRecord],
                pending: Iterable[JobRecord], *, request_of: Callable[[JobRecord], JobRequest],
                capacity: tuple[float, float, float], decayed: Mapping[str, float],

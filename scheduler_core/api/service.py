@@ -23,12 +23,13 @@ from ..policy.fairshare import cluster_capacity
 from ..policy.snapshot import NodeState, PolicyConfig
 from ..runtime.ledger import UsageLedger, usage_amounts
 from ..runtime.snapshot_builder import SnapshotBuilder
-from ..schemas import (EventList, JobView, NodeList, QueueList, QueueView, QuotaView, SubmitResponse, UsageReport,
+from ..schemas import (CheckpointView, EventList, JobView, NodeList, QueueList, QueueView, QuotaView, SubmitResponse, UsageReport,
                        WhoAmI)
 from ..store.base import Store
 from ..store.records import Event, JobRecord, JobState
 from . import accounting, views
 from .limits import ClusterLimits, check_spec
+from .metrics import FreeShape, allocations, free_shapes
 
 #: What ``shoal queue`` shows by default: everything not finished.
 ACTIVE_STATES: tuple[JobState, ...] = tuple(s for s in JobState if not s.finished)
@@ -207,13 +208,55 @@ class ApiService:
             team = identity.team
         now = self.clock()
         end = now if until is None else until
-        intervals: list[accounting.Interval] = [
-            accounting.ledger_interval(u) for u in self.store.usage(team=team, since=since, until=until)]
+        return accounting.usage_report(self._intervals(team, since, until, now), since=since, until=end)
+
+    def usage_series(self, identity: Identity, team: str, *, since: float, until: float,
+                     step: float) -> dict[str, list[float]]:
+        """``team``'s GPU-seconds per flavour in each ``step`` of ``[since, until)``: its usage over time."""
+        self._team(identity, team)
+        return accounting.usage_series(self._intervals(team, since, until, self.clock()), since=since, until=until,
+                                       step=step)
+
+    def utilisation(self, *, since: float, until: float, step: float) -> dict[str, list[float]]:
+        """The fraction of each flavour's units held by any team in each ``step`` of ``[since, until)`` (a step
+        still under way: of its part so far). Open to every caller, as ``/metrics`` is: it sums all teams and names
+        none."""
+        now = self.clock()
+        held = accounting.usage_series(self._intervals(None, since, until, now), since=since, until=until, step=step)
+        capacity: dict[str, int] = {}
+        for node in self.node_by_name.values():
+            for flavour, units in node.capacity.items():
+                capacity[flavour] = capacity.get(flavour, 0) + units
+        out = {}
+        for flavour, units in sorted(capacity.items()):
+            row = held.get(flavour, [])
+            # The current hour is judged on its part so far, not diluted by the minutes still to come.
+            spans = [min(step, min(until, now) - (since + i * step)) for i in range(len(row))]
+            out[flavour] = [seconds / (units * span) if units and span > 0 else 0.0
+                            for seconds, span in zip(row, spans)]
+        return out
+
+    def free_shapes(self) -> dict[str, FreeShape]:
+        """Per flavour the free units and the largest shape one job could take now: the figures ``/metrics``
+        serves as ``shoal_units_free`` and ``shoal_largest_free_shape_units``, from the same function."""
+        return free_shapes(self.store.list_nodes(), allocations(self.store.list_jobs(states=_HOLDING)))
+
+    def checkpoints(self, identity: Identity, job_id: str) -> list[CheckpointView]:
+        """The job's checkpoints, oldest first."""
+        record = self._visible_job(identity, job_id)
+        views_ = [views.checkpoint_view(c) for c in self.store.checkpoints(record.id)]
+        return sorted((v for v in views_ if v is not None), key=lambda v: (v.at, v.step))
+
+    def _intervals(self, team: str | None, since: float | None, until: float | None,
+                   now: float) -> list[accounting.Interval]:
+        """What ``team`` (every team: ``None``) held in the window: the ledger's records, and the jobs holding
+        units now up to ``now``."""
+        intervals = [accounting.ledger_interval(u) for u in self.store.usage(team=team, since=since, until=until)]
         for job in self.store.list_jobs(team=team, states=_HOLDING):
             current = accounting.open_interval(job, now)
             if current is not None:
                 intervals.append(current)
-        return accounting.usage_report(intervals, since=since, until=end)
+        return intervals
 
     @staticmethod
     def whoami(identity: Identity) -> WhoAmI:

@@ -151,7 +151,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         service_token = hub_settings.service_token if hub_settings is not None else os.environ.get(
             "SHOAL_HUB_SERVICE_TOKEN", "")
         if service_token:  # the service's OAuth client secret: browsers log in through the hub
-            under_hub.update(_dashboard(service, hub_tokens, hub_api_url, service_token, options.state_dir))
+            under_hub.update(_dashboard(service, hub_tokens, hub_api_url, service_token, options.state_dir, logs))
     authenticator = ChainAuthenticator(chain)
     # Operators fail nodes through the API; on local processes that kills the node's pods, from an executor
     # instance of the API's own (the controller's is stepped by one thread only).
@@ -218,16 +218,16 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         store.dispose()
 
 
-def _dashboard(service: Any, hub_tokens: Any, hub_api_url: str, service_token: str,
-               state_dir: Path) -> dict[str, Any]:
+def _dashboard(service: Any, hub_tokens: Any, hub_api_url: str, service_token: str, state_dir: Path,
+               logs: Any) -> dict[str, Any]:
     """``make_app``'s arguments for the dashboard at ``/services/shoal/`` and the hub's OAuth cookie on the API."""
-    from ..dashboard import dashboard_app_arguments
+    from ..dashboard.app import dashboard_app_arguments
     from ..dashboard.login import HubCookies, hub_oauth
 
     oauth = hub_oauth(hub_api_url=hub_api_url, service_name=SERVICE_NAME, service_token=service_token)
     return dashboard_app_arguments(service, oauth, HubCookies(oauth, hub_tokens),
                                    cookie_secret=_kept_secret(state_dir / "dashboard-cookie-secret"),
-                                   admin_services=ADMIN_SERVICES)
+                                   admin_services=ADMIN_SERVICES, logs=logs)
 
 
 def _kept_secret(path: Path) -> bytes:
@@ -268,6 +268,8 @@ def _announce_hub(settings: HubSettings) -> None:
     click.echo(f"Notebooks: open {settings.public_url} and log in as {', '.join(users[:5]) or 'a listed user'} "
                f"with the password {settings.password}")
     click.echo(f"  (users and teams: {settings.users_file}; hub log: {settings.state_dir}/jupyterhub.log)")
+    click.echo(f"Dashboard: {settings.public_url}{SERVICE_PREFIX} (the same login; the API under it, for hub "
+               f"tokens: {settings.public_url}{SERVICE_PREFIX}v1/)")
     sys.stdout.flush()
 
 

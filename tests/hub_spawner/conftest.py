@@ -43,6 +43,7 @@ users:
   carol: {teams: [search]}
   dave: {teams: [search]}
   erin: {teams: [fraud-ml]}
+  frank: {teams: [search], admin: true}
 """
 PROFILES = [{"slug": "mig-3g", "display_name": "3g.40gb MIG slice", "flavour": "h100-mig-3g", "default": True,
              "description": "3/7 of an H100"},

@@ -6,6 +6,7 @@ learns where the hub is from ``JUPYTERHUB_PUBLIC_HUB_URL``."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import httpx
@@ -100,3 +101,29 @@ def test_a_spawned_server_is_told_the_public_hub_url_and_its_token_opens_the_api
         assert (whoami["user"], whoami["team"]) == ("erin", "fraud-ml")
     finally:
         stack.hub.stop_server("erin")
+
+
+def test_the_dashboards_cancel_form_needs_the_pages_xsrf_token_with_the_cookie(stack: Stack) -> None:
+    token = _hub_token(stack, "bob", [SHOAL_SCOPE])
+    api = httpx.Client(base_url=f"{stack.hub.url}/services/shoal", headers={"Authorization": f"token {token}"},
+                       timeout=30)
+    reply = api.post("/v1/jobs", json={"name": "to-cancel", "team": "fraud-ml", "flavour": ["h100-mig-3g"],
+                                       "pods": 1, "gpus_per_pod": 1, "command": ["sleep", "120"], "time_limit": "5m"})
+    assert reply.status_code == 202, reply.text
+    job_id = reply.json()["job_id"]
+    browser = stack.hub.login("bob")
+    try:
+        page = browser.get("/services/shoal/", follow_redirects=True)
+        assert f'action="/services/shoal/jobs/{job_id}/cancel"' in page.text
+        forged = browser.post(f"/services/shoal/jobs/{job_id}/cancel", data={"next": "/services/shoal/"})
+        assert forged.status_code == 403
+        assert api.get(f"/v1/jobs/{job_id}").json()["cancel_requested"] is False
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text)
+        assert xsrf is not None
+        real = browser.post(f"/services/shoal/jobs/{job_id}/cancel",
+                            data={"_xsrf": xsrf.group(1), "next": "/services/shoal/"})
+        assert (real.status_code, real.headers["Location"]) == (303, "/services/shoal/")
+        assert api.get(f"/v1/jobs/{job_id}").json()["cancel_requested"] is True
+    finally:
+        browser.close()
+        api.close()
