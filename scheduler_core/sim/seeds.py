@@ -16,7 +16,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -96,25 +96,22 @@ def run_all(args: WorkloadArgs, config: SimConfig, seeds: Sequence[int], policie
     in seed then policy order whatever order they finish in."""
     pairs = [Pair(seed, policy) for seed in seeds for policy in policies]
     workers = max(1, min(jobs or os.cpu_count() or 1, len(pairs)))
-    bar = _bar(len(pairs), progress)
     results: dict[Pair, dict[str, Any]] = {}
-    try:
-        if workers == 1:
+    if workers == 1:
+        with _Bar(len(pairs), progress) as bar:
             for pair in pairs:
                 results[pair] = run_pair(args, config, pair)
-                bar(pair)
-        else:
-            # Forked workers inherit the imported modules; every task is submitted (and so every process
-            # forked) before the progress bar exists, so no thread of it is copied into them.
-            with ProcessPoolExecutor(max_workers=workers, mp_context=_fork_context()) as pool:
-                futures: dict[Future[dict[str, Any]], Pair] = {
-                    pool.submit(run_pair, args, config, pair): pair for pair in pairs}
-                bar(None)
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    bar(futures[future])
-    finally:
-        bar(Ellipsis)
+                bar.done(pair)
+        return [results[pair] for pair in pairs]
+    # Forked workers inherit the imported modules; every task is submitted (and so every process forked) before
+    # the progress bar exists, so no thread of it is copied into them.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_fork_context()) as pool:
+        futures: dict[Future[dict[str, Any]], Pair] = {pool.submit(run_pair, args, config, pair): pair
+                                                       for pair in pairs}
+        with _Bar(len(pairs), progress) as bar:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.done(futures[future])
     return [results[pair] for pair in pairs]
 
 
@@ -125,28 +122,27 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _bar(total: int, enabled: bool) -> Callable[[object], None]:
-    """One progress bar over the pairs on stderr: call with a finished ``Pair``, ``None`` to show it, ``...`` to
-    close it."""
-    state: dict[str, Any] = {"bar": None}
+class _Bar:
+    """One progress bar over the pairs on stderr (none when ``enabled`` is false)."""
 
-    def step(item: object) -> None:
-        if not enabled:
-            return
-        if state["bar"] is None and item is not Ellipsis:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self._bar: Any = None
+        if enabled:
             from tqdm import tqdm
-            state["bar"] = tqdm(total=total, unit="run", desc="seeds × policies", file=sys.stderr,
-                                dynamic_ncols=True, leave=False)
-        bar = state["bar"]
-        if bar is None:
-            return
-        if item is Ellipsis:
-            bar.close()
-        elif isinstance(item, Pair):
-            bar.set_postfix(done=f"seed {item.seed} {item.policy}", refresh=False)
-            bar.update(1)
+            self._bar = tqdm(total=total, unit="run", desc="seeds × policies", file=sys.stderr,
+                             dynamic_ncols=True, leave=False)
 
-    return step
+    def done(self, pair: Pair) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(done=f"seed {pair.seed} {pair.policy}", refresh=False)
+            self._bar.update(1)
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 # --- across seeds ------------------------------------------------------------------------------------------
