@@ -202,7 +202,7 @@ def _shape(pods: int, units: int, flavours: list[str]) -> str:
 @click.command(epilog=format_help())
 @click.option("--team", help="One team's queue (default: yours; every team for an admin).")
 @click.option("--state", "states", help="PENDING, RUNNING, … comma-separated, or 'all' (default: not finished).")
-@click.option("-o", "--format", "columns", default=DEFAULT, show_default=True, metavar="COLUMNS",
+@click.option("-o", "--format", "columns", default=DEFAULT, metavar="COLUMNS",
               help="Comma-separated column names (listed below).")
 @json_option
 def queue(team: str | None, states: str | None, columns: str, as_json: bool) -> None:

@@ -64,7 +64,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("start", "START", "when it started; for a pending job, the estimated start (N/A: none yet)",
            lambda team, j: _start(j)),
     Column("submitted", "SUBMITTED", "when it was submitted", lambda team, j: when(j.submitted_at)),
-    Column("nodes", "NODES", "how many nodes it holds (or asks for)",
+    Column("nodes", "NODES", "how many nodes it holds (a pending job: how many pods it asks for)",
            lambda team, j: str(len(j.node_names) or j.pods)),
     Column("nodelist", "NODELIST(REASON)", "the nodes it holds, or (the reason code) it waits",
            lambda team, j: _nodelist(j)),
