@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .eta import eta_figures
 from .records import JobLog, RunRecord, Series
 
 SMALL_JOB_GPUS = 8
@@ -225,6 +226,7 @@ def summarise(record: RunRecord) -> dict[str, Any]:
         "gpu_hours_lost": _round(lost / 3600.0, 1),
         "mean_jct_s": _round(sum(finished) / len(finished), 1) if finished else None,
         "fairness_jain": _round(jain_index, 4),
+        **eta_figures([(job.submitted_at, job.first_admitted_at, job.eta_readings) for job in measured]).as_dict(),
         "start_latency_p50_s": _round(percentile(startup, 50), 1),
         "simulated_s": _round(record.end - start, 0),
         "cycles": record.cycles,

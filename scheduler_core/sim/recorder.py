@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterable, Sequence
 from ..model.cluster import Health, Node
 from ..model.flavours import FLAVOURS
 from ..model.job import JobSpec
+from ..policy.decisions import Reason
 from ..policy.snapshot import AdmittedAs, Placement
 from ..store.memory import MemoryStore
 from ..store.records import Event, JobRecord, JobState, NodeRecord
+from .eta import EtaRecorder
 from .records import Admission, Interruption, JobLog
 from .workloads.types import WorkloadJob
 
@@ -60,6 +62,7 @@ class RecordingStore(MemoryStore):
         self.pending_sizes: dict[str, Counter[int]] = {f: Counter() for f in self.flavours}
         self.pending_count = 0
         self.holding_count = 0
+        self.eta = EtaRecorder()
 
     # -- what the engine asks ------------------------------------------------------------------------------------
     def cluster_state(self) -> dict[str, tuple[int, int, bool]]:
@@ -83,6 +86,8 @@ class RecordingStore(MemoryStore):
             id=job.id, team=job.spec.team, kind=str(job.spec.kind), flavours=job.spec.flavour, units=job.units,
             gpus=job.gpus, submitted_at=job.submit_at, work_s=job.work_s, measured=job.measured, in_quota=in_quota)
         self._pending_add(record.id, job.spec, +1)
+        if job.measured:
+            self.eta.submitted(record.id, job.submit_at, self.logs[record.id].eta_readings)
         self.measured_open += job.measured
         self.changes += 1
         return record
@@ -95,6 +100,7 @@ class RecordingStore(MemoryStore):
         self._hold(record.spec.team, placement, +1)
         self.holding_count += 1
         self.deadlines.append(now + self.readiness_timeout_s)
+        self.eta.admitted(job_id)
         log = self.logs.get(job_id)
         if log is not None:
             blocks = {self._block_of.get(node, node) for node in placement.nodes}
@@ -146,6 +152,10 @@ class RecordingStore(MemoryStore):
                 self._finished(log, now, str(state))
         self.changes += 1
         return record
+
+    def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float) -> None:
+        self.eta.waits(((wait[0], wait[4], wait[1].value) for wait in waits), now)
+        super().set_waits(waits, now)
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:
         before = self.get(job_id)

@@ -53,6 +53,8 @@ class JobLog:
     interruptions: list[Interruption] = field(default_factory=list)
     finished_at: float | None = None
     final_state: str | None = None
+    #: ``(at, estimated start, reason)`` read during the first wait, at submission and each hour (``sim.eta``).
+    eta_readings: list[tuple[float, float | None, str]] = field(default_factory=list)
 
     @property
     def first_admitted_at(self) -> float | None:
