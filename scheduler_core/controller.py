@@ -25,6 +25,7 @@ from .executor.base import Executor, LaunchRequest, PodEvent, PodEventKind
 from .job_env import default_checkpoint_uri, gang_env, nodes_of
 from .model.cluster import Node
 from .model.durations import format_instant
+from .model.job import JobKind
 from .policy.decisions import CycleResult, PreemptReason, Reserve
 from .policy.snapshot import PolicyConfig, Snapshot
 from .policy.types import Policy
@@ -33,6 +34,7 @@ from .runtime.gangs import Gang, Stop
 from .runtime.health_keeper import HealthKeeper, Transition
 from .runtime.node_lifecycle import HealthConfig, Signal
 from .runtime.ledger import UsageLedger, usage_amounts
+from .runtime.runtimes import RunTimeHistory
 from .runtime.snapshot_builder import SnapshotBuilder
 from .runtime.stragglers import StragglerDetector
 from .store.base import Store
@@ -109,6 +111,7 @@ class Controller:
         self._nodes = {node.name: node for node in nodes}
         self._builder = SnapshotBuilder(nodes, policy_config)
         self._ledger = UsageLedger(policy_config.usage_half_life_s)
+        self._runtimes = RunTimeHistory()
         self._ledger_loaded = False
         self._gangs: dict[str, Gang] = {}
         self._reservations: dict[str, Reserve] = {}
@@ -296,7 +299,8 @@ class Controller:
     # -- (3) snapshot --------------------------------------------------------------------------------------------
     def _build(self, now: float, pending: Iterable[JobRecord], running: Iterable[JobRecord]) -> Snapshot:
         return self._builder.build(nodes=self.store.list_nodes(), teams=self.store.list_teams(), pending=pending,
-                                   running=running, decayed_usage=self._ledger.decayed(now), now=now)
+                                   running=running, decayed_usage=self._ledger.decayed(now), now=now,
+                                   runtimes=self._runtimes.runtimes())
 
     # -- (4)/(5) decisions ---------------------------------------------------------------------------------------
     def _apply(self, result: CycleResult, now: float, holding: dict[str, JobRecord],
@@ -420,6 +424,7 @@ class Controller:
             self._event(EventKind.REQUEUE, why, now, released, released.message)
         else:
             report.finished[gang.job_id] = state
+            self._note_runtime(record, state, now)
             self._builder.forget(gang.job_id)
             self._event(EventKind.FINISH, why, now, released, released.message,
                         data={"exit_code": released.exit_code})
@@ -446,6 +451,16 @@ class Controller:
             state = JobState.TIMED_OUT if gang.preempt_reason is PreemptReason.TIME_LIMIT else JobState.CANCELLED
             return _Outcome(state, state.value, exit_code, gang.message)
         return _Outcome(JobState.SUCCEEDED, JobState.SUCCEEDED.value, 0, "")
+
+    def _note_runtime(self, record: JobRecord, state: JobState, now: float) -> None:
+        """A job that ended on its own, in one go, tells how long its team's jobs of its kind really run (for
+        estimated starts): it succeeded, or it is a notebook its user or the reaper stopped."""
+        ended_by_itself = state is JobState.SUCCEEDED or (state is JobState.CANCELLED
+                                                          and record.spec.kind is JobKind.NOTEBOOK)
+        if (not ended_by_itself or record.admitted_at is None or record.restarts or record.infra_restarts
+                or record.preemptions):
+            return
+        self._runtimes.observe(record.team, record.spec.kind.value, now - record.admitted_at, record.spec.time_limit)
 
     def _account(self, record: JobRecord, now: float) -> None:
         """Attained service (for the policy's levels) and the fair-share ledger, for the time units were held."""

@@ -20,6 +20,7 @@ from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Relabel, Reserve, Wait
 from .defrag import fragmented, moves_in_flight, plan_moves
+from .estimates import expected_duration, expected_end
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .ordering import TeamOrder, band_hint, team_queues
 from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
@@ -95,6 +96,7 @@ class _Waiting:
     plan_for: list[_PlanFor] = field(default_factory=list)
     estimate: float | None = None
     planned: bool = False        # the estimate is fixed already (reservation, victims)
+    reserved: bool = False       # planned by a reservation: the estimate may still come out sooner (``_Guess``)
 
 
 @dataclass(slots=True)
@@ -183,6 +185,9 @@ class _Cycle:
         self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
         self._ends: list[tuple[float, RunningJob]] | None = None
         self._by_team: dict[tuple[str, str], list[RunningJob]] | None = None
+        #: What this cycle started and the slots of jobs waiting for victims, for the estimates' timeline.
+        self._admitted: list[RunningJob] = []
+        self._victim_slots: list[tuple[JobRequest, Slot]] = []
 
     # -- fair share and order --------------------------------------------------------------------------------
 
@@ -526,6 +531,7 @@ class _Cycle:
         self.timeline.set_until(request, placement, end, extend=True)
         self.admits.append(Admit(request.id, placement, admitted_as,
                                  backfill=self.blocked_reservations > 0))
+        self._admitted.append(RunningJob(request, placement, admitted_as, self.now))
 
     def _wait(self, pending: PendingJob, reason: Reason, message: str) -> _Waiting:
         waiting = _Waiting(pending, reason, message)
@@ -562,6 +568,7 @@ class _Cycle:
                                       block_cap=self._block_cap(pending))
         if slot is not None:
             self._hold(request, slot)
+            self._victim_slots.append((request, slot))
             waiting.estimate = slot.start
         else:
             waiting.estimate = by
@@ -884,8 +891,10 @@ class _Cycle:
         by = max(self.leaving[v.id] for v in found.victims)
         self._claimed.update(v.id for v in found.victims)
         self._commit(request, pool.flavour, verdict.admitted_as)
-        self._hold(request, Slot(pool.flavour, by, tuple((pool.pos[self.cap.index[p.node]], p.units)
-                                                        for p in found.placement.pods)))
+        slot = Slot(pool.flavour, by, tuple((pool.pos[self.cap.index[p.node]], p.units)
+                                            for p in found.placement.pods))
+        self._hold(request, slot)
+        self._victim_slots.append((request, slot))
         waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
                              f"waiting for {len(found.victims)} job(s) already signalled to exit, within "
                              f"{format_duration(by - self.now)}")
@@ -991,6 +1000,7 @@ class _Cycle:
         slot = Slot(pool.flavour, latest, tuple((pool.pos[self.cap.index[p.node]], p.units)
                                                 for p in found.placement.pods))
         self._hold(request, slot)
+        self._victim_slots.append((request, slot))
         waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
                              f"preempting {len(found.victims)} job(s) ({found.gpu_hours:.1f} GPU-hours at risk); "
                              f"starts when they exit, within {format_duration(latest - self.now)}")
@@ -1015,6 +1025,7 @@ class _Cycle:
         self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True
+        waiting.reserved = True
         waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
 
     def _reserve_after_quota(self, pending: PendingJob, waiting: _Waiting, refused: list[_PlanFor]) -> None:
@@ -1118,12 +1129,41 @@ class _Cycle:
                 self._clock.add(*row)
         return self._clock
 
+    def _guess(self) -> tuple[Timeline, QuotaClock] | None:
+        """The timeline and quota clock of what is likely (``estimates``): running jobs end when they are
+        likely to, what this cycle started and the jobs waiting for victims hold their units for as long as
+        they are likely to. ``None`` when that is the promise itself (no run-time history, no idle clocks)."""
+        runtimes = self.snapshot.runtimes
+        if not runtimes.known and not any(job.idle_since is not None for job in self.running):
+            return None
+        leaving, now = self.leaving, self.now
+
+        def end_of(job: RunningJob) -> float:
+            until = leaving.get(job.request.id)
+            return until if until is not None else expected_end(job, now, runtimes)
+
+        timeline = Timeline(self.cap, list(self.running) + self._admitted, now, end_of=end_of)
+        for request, slot in self._victim_slots:
+            timeline.book(slot, expected_duration(request, runtimes))
+        holdings = [(end_of(job), job.request.team, job.placement.flavour, job.request.units)
+                    for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
+        clock = QuotaClock(self.ledger, self._base_usage, holdings)
+        for row in self._holdings:
+            clock.add(*row)
+        return timeline, clock
+
     def plan_waits(self) -> None:
-        """Estimated starts for every waiting job, in cycle order, on the timeline the reservations use: each
-        job is booked at the earliest instant its shape fits (and its quota allows), after those before it."""
+        """Estimated starts for every waiting job, in cycle order: each job is booked at the earliest instant
+        its shape fits (and its quota allows), after those before it. On the reservations' timeline (time
+        limits) unless the snapshot says how long jobs really run or which notebooks are idle: then on the
+        likely one (``_guess``), where reserved jobs are planned too and start no later than reserved."""
+        guess = self._guess()
+        timeline = self.timeline if guess is None else guess[0]
+        duration = (lambda r: r.time_limit_s) if guess is None else (
+            lambda r: expected_duration(r, self.snapshot.runtimes))
         for job_id in self.processed:
             waiting = self.waiting.get(job_id)
-            if waiting is None or waiting.planned:
+            if waiting is None or (waiting.planned and not (guess is not None and waiting.reserved)):
                 continue
             request = waiting.job.request
             best: Slot | None = None
@@ -1136,27 +1176,33 @@ class _Cycle:
                     continue
                 not_before = self.now
                 if quota_reason is not None:
-                    quota_free = self._quota_clock().free_at(request, flavour, quota_reason, nominal_only)
+                    clock = self._quota_clock() if guess is None else guess[1]
+                    quota_free = clock.free_at(request, flavour, quota_reason, nominal_only)
                     if quota_free is None:
                         continue
                     not_before = max(not_before, quota_free)
-                slot = self.timeline.earliest(request, flavour, not_before=max(not_before, self.now),
-                                              widen_at=self._widen_at(waiting.job), best_fit=False,
-                                              block_cap=self._block_cap(waiting.job))
+                slot = timeline.earliest(request, flavour, not_before=max(not_before, self.now),
+                                         widen_at=self._widen_at(waiting.job), best_fit=False,
+                                         block_cap=self._block_cap(waiting.job))
                 if slot is not None and (best is None or slot.start < best.start):
                     best = slot
+            reserved_at = waiting.estimate if waiting.reserved else None
             if reclaim_at is not None and (best is None or reclaim_at <= best.start):
                 waiting.estimate = reclaim_at
             elif best is not None:
-                self.timeline.book(best, request.time_limit_s)
+                timeline.book(best, duration(request))
                 waiting.estimate = best.start
+            if reserved_at is not None:
+                waiting.estimate = reserved_at if waiting.estimate is None else min(waiting.estimate, reserved_at)
 
     def carry_plan(self, plan: Plan) -> None:
         """Estimated starts from the last plan (made on its own cadence), never earlier than now."""
         for waiting in self.waiting.values():
+            estimate = plan.estimates.get(waiting.job.request.id)
+            if waiting.reserved and estimate is not None and waiting.estimate is not None:
+                waiting.estimate = max(min(estimate, waiting.estimate), self.now)     # as ``plan_waits`` does
             if waiting.planned:
                 continue
-            estimate = plan.estimates.get(waiting.job.request.id)
             waiting.estimate = None if estimate is None else max(estimate, self.now)
 
     def estimates(self) -> dict[str, float | None]:

@@ -18,7 +18,7 @@ import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..model.job import TopologyLevel
 from .capacity import Capacity, Hold, Pool
@@ -88,7 +88,10 @@ class _WholeNodes:
 class Timeline:
     """Per flavour and node, the instant each unit becomes free."""
 
-    def __init__(self, cap: Capacity, running: Iterable[RunningJob], now: float) -> None:
+    def __init__(self, cap: Capacity, running: Iterable[RunningJob], now: float,
+                 end_of: Callable[[RunningJob], float] | None = None) -> None:
+        """``end_of``: when each running job's units come back (default ``job_end``: by its time limit, a
+        promise; estimated starts pass what is likely instead, see ``estimates``)."""
         self.cap = cap
         self.now = now
         self.times: dict[str, list[list[float]]] = {
@@ -103,7 +106,7 @@ class Timeline:
             times = self.times.get(job.placement.flavour)
             if times is None:
                 continue
-            until = job_end(job, now)
+            until = job_end(job, now) if end_of is None else end_of(job)
             for _, j, _, units in cap.pod_bits(job.placement):
                 row = times[j]
                 for unit in units:

@@ -185,6 +185,10 @@ class RunningJob:
     terminating: bool = False
     terminate_by: float | None = None
     preempted_for: str | None = None
+    #: A notebook's idle clock, as the idle reaper last reported it: its last activity and the limit after which
+    #: the reaper frees its slice (``None``: not reported). Only estimates read it; no decision does.
+    idle_since: float | None = None
+    idle_limit_s: float | None = None
 
     @property
     def band(self) -> Band:
@@ -225,6 +229,30 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RunTimes:
+    """How long jobs really run, as a fraction of their time limits, from the jobs that finished lately
+    (``runtime.runtimes`` keeps the history): per (team, kind), and per kind for teams with too few.
+
+    Estimated starts use it: a running job is expected to end at ``started_at + ratio × time limit``, not at its
+    limit — users ask for more than they use (Slurm's estimates, from limits, come out late; Tsafrir, Etsion and
+    Feitelson, 2007, predict from the user's recent jobs instead). A ratio of 1 (no history) is the time limit.
+    Decisions never read it: reservations keep to time limits, which are promises."""
+
+    by_team: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    by_kind: Mapping[str, float] = field(default_factory=dict)
+
+    def ratio(self, team: str, kind: str) -> float:
+        value = self.by_team.get((team, kind))
+        if value is None:
+            value = self.by_kind.get(kind, 1.0)
+        return min(max(value, 0.01), 1.0)
+
+    @property
+    def known(self) -> bool:
+        return bool(self.by_team or self.by_kind)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """Estimated starts from :func:`~scheduler_core.policy.cycle.plan`, made at ``made_at``: job id → instant
     (``None``: no start in sight, e.g. a shape larger than any free domain will ever be)."""
@@ -237,7 +265,8 @@ class Plan:
 class Snapshot:
     """Everything one cycle may look at. Immutable: the cycle copies what it changes.
 
-    ``plan``: the last plan, when the caller plans on its own cadence; ``None`` makes every cycle plan."""
+    ``plan``: the last plan, when the caller plans on its own cadence; ``None`` makes every cycle plan.
+    ``runtimes``: how long jobs really run, for estimated starts only."""
 
     nodes: tuple[NodeState, ...]
     teams: Mapping[str, TeamState]
@@ -245,3 +274,4 @@ class Snapshot:
     running: tuple[RunningJob, ...]
     config: PolicyConfig = PolicyConfig()
     plan: Plan | None = None
+    runtimes: RunTimes = RunTimes()

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..model.cluster import Node
 from ..model.team import TeamConfig
-from ..policy.snapshot import JobRequest, NodeState, PendingJob, PolicyConfig, RunningJob, Snapshot, TeamState
+from ..policy.snapshot import (JobRequest, NodeState, PendingJob, PolicyConfig, RunningJob, RunTimes, Snapshot,
+                               TeamState)
 from ..store.records import JobRecord, JobState, NodeRecord
 
 _DEFAULT_SHAPE = (192, 2048, 8)
@@ -52,15 +53,17 @@ class SnapshotBuilder:
 
     def build(self, *, nodes: Iterable[NodeRecord], teams: Iterable[TeamConfig], pending: Iterable[JobRecord],
               running: Iterable[JobRecord], decayed_usage: Mapping[str, Mapping[str, float]],
-              now: float | None = None) -> Snapshot:
+              now: float | None = None, runtimes: RunTimes = RunTimes()) -> Snapshot:
         """``now`` places each pending job's block-cap window (``PendingJob.room_wait_since``: now less the time
-        it has waited for room); without it the windows run from ``queued_at``."""
+        it has waited for room); without it the windows run from ``queued_at``. ``runtimes``: how long jobs
+        really run, for estimated starts."""
         return Snapshot(
             nodes=tuple(self._node_state(record) for record in nodes),
             teams={team.name: TeamState.from_config(team, decayed_usage.get(team.name)) for team in teams},
             pending=tuple(self._pending_job(record, now) for record in pending),
             running=tuple(self._running_job(record) for record in running),
             config=self.config,
+            runtimes=runtimes,
         )
 
     def _node_state(self, record: NodeRecord) -> NodeState:
