@@ -350,7 +350,8 @@ class Controller:
                 report.requeued.append(admit.job_id)
         # The waits, their events and the reservations' events: one store call, one transaction on SQL stores.
         events = self._note_reservations(result, now)
-        waits = [(w.job_id, w.reason, w.message, w.position, w.estimated_start) for w in result.waits]
+        waits = [(w.job_id, w.reason, f"{w.message}; estimated start {w.estimate_note}" if w.estimate_note
+                  else w.message, w.position, w.estimated_start) for w in result.waits]
         for wait in result.waits:
             record = pending.get(wait.job_id)
             if record is not None and record.wait_reason != wait.reason:

@@ -37,7 +37,8 @@ class PlanEvery:
         if self._plan is not None and now - self._plan.made_at < self.every_s:
             return self.policy(replace(snapshot, plan=self._plan), now)
         result = self.policy(replace(snapshot, plan=None), now)
-        self._plan = Plan(made_at=now, estimates={w.job_id: w.estimated_start for w in result.waits})
+        self._plan = Plan(made_at=now, estimates={w.job_id: w.estimated_start for w in result.waits},
+                          notes={w.job_id: w.estimate_note for w in result.waits if w.estimate_note})
         return result
 
 

@@ -20,7 +20,7 @@ from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Relabel, Reserve, Wait
 from .defrag import fragmented, moves_in_flight, plan_moves
-from .estimates import expected_duration, expected_end
+from .estimates import expected_duration, expected_end, idle_release
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .ordering import TeamOrder, band_hint, team_queues
 from .placement import Fit, Miss, PlaceContext, explain, is_small, occupy, place
@@ -78,7 +78,8 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
         cycle.process(job)
     cycle.defragment()
     cycle.plan_waits()
-    return Plan(made_at=now, estimates=cycle.estimates())
+    return Plan(made_at=now, estimates=cycle.estimates(),
+                notes={job_id: w.note for job_id, w in sorted(cycle.waiting.items()) if w.note})
 
 
 @dataclass(slots=True)
@@ -96,7 +97,8 @@ class _Waiting:
     plan_for: list[_PlanFor] = field(default_factory=list)
     estimate: float | None = None
     planned: bool = False        # the estimate is fixed already (reservation, victims)
-    reserved: bool = False       # planned by a reservation: the estimate may still come out sooner (``_Guess``)
+    reserved: bool = False       # planned by a reservation: the estimate may still come out sooner (``_guess``)
+    note: str = ""               # what the estimate counts on, when it is a guess
 
 
 @dataclass(slots=True)
@@ -168,7 +170,7 @@ class _Cycle:
         self.relabels: list[Relabel] = []
         self._relabelled: set[str] = set()
         self._spots: dict[str, list[tuple[int, int]]] = {}
-        self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str, int, str]]] = {}
         self._clock: QuotaClock | None = None
         self._classes: dict[tuple[object, ...], _Class] = {}
         #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
@@ -574,9 +576,12 @@ class _Cycle:
             waiting.estimate = by
         waiting.planned = True
 
-    def _reclaim_after(self, request: JobRequest, flavour: str) -> float:
-        """When a borrower in the job's cohort can first be preempted for it (minimum run time), or ends (a
-        borrowed notebook is never preempted: it gives its units back when it ends or the reaper finds it idle)."""
+    def _reclaim_after(self, request: JobRequest, flavour: str, likely: bool) -> tuple[float, str] | None:
+        """When enough borrowers of other teams in the job's cohort have left for it: each can be preempted
+        once its minimum run time is up (then its grace), or ends (a borrowed notebook is never preempted: it
+        gives its units back when it ends or the reaper finds it idle — ``likely``: by its idle clock and
+        usual length, see ``estimates``). With the words that say what the estimate counts on; ``None``: no
+        such borrower (the job's plan is its timeline's)."""
         cohort = self.snapshot.teams[request.team].cohort
         ready = self._reclaim_ready.get((cohort, flavour))
         if ready is None:
@@ -586,15 +591,35 @@ class _Cycle:
                 if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
                         or job.request.id in self.leaving or other is None or other.cohort != cohort):
                     continue
-                end = job_end(job, self.now)
+                end = expected_end(job, self.now, self.snapshot.runtimes) if likely else job_end(job, self.now)
                 at = job.started_at + self.config.min_run_time_s + self._grace(job) if job.request.preemptible else end
-                ready.append((min(at, end), job.request.team))
+                # What holds it: its minimum run time, or (never preempted) the idle reaper's clock, or its end.
+                holder = ("young" if job.started_at + self.config.min_run_time_s > self.now and at < end else
+                          "idle" if not job.request.preemptible and likely and idle_release(job, self.now) is not None
+                          else "")
+                ready.append((min(at, end), job.request.team, job.request.units, holder))
             ready.sort()
             self._reclaim_ready[(cohort, flavour)] = ready
-        for at, team in ready:
-            if team != request.team:
-                return max(at, self.now)
-        return self.now
+        got = count = 0
+        held: dict[str, int] = {}
+        last = self.now
+        for at, team, units, why in ready:
+            if team == request.team:
+                continue
+            got, count, last = got + units, count + 1, at
+            held[why] = held.get(why, 0) + 1
+            if got >= request.units:
+                break
+        if not count:
+            return None
+        if held.get("young"):
+            note = (f"after the {format_duration(self.config.min_run_time_s)} minimum run time of "
+                    f"{held['young']} borrowed job(s)")
+        elif held.get("idle"):
+            note = f"a guess counting on the idle reaper freeing {held['idle']} borrowed notebook(s)"
+        else:
+            note = f"when {count} borrowed job(s) can be reclaimed"
+        return max(last, self.now), note
 
     # -- preemption ------------------------------------------------------------------------------------------
 
@@ -1168,12 +1193,15 @@ class _Cycle:
             request = waiting.job.request
             best: Slot | None = None
             reclaim_at: float | None = None
+            reclaim_note = ""
             for flavour, quota_reason, reclaim, nominal_only in waiting.plan_for:
                 if reclaim:
-                    # Its nominal quota is lent out: it starts when a borrower may be preempted and has left.
-                    at = self._reclaim_after(request, flavour)
-                    reclaim_at = at if reclaim_at is None else min(reclaim_at, at)
-                    continue
+                    # Its nominal quota is lent out: it starts when borrowers may be preempted and have left.
+                    after = self._reclaim_after(request, flavour, guess is not None)
+                    if after is not None:
+                        if reclaim_at is None or after[0] < reclaim_at:
+                            reclaim_at, reclaim_note = after
+                        continue
                 not_before = self.now
                 if quota_reason is not None:
                     clock = self._quota_clock() if guess is None else guess[1]
@@ -1188,22 +1216,39 @@ class _Cycle:
                     best = slot
             reserved_at = waiting.estimate if waiting.reserved else None
             if reclaim_at is not None and (best is None or reclaim_at <= best.start):
-                waiting.estimate = reclaim_at
+                waiting.estimate, waiting.note = reclaim_at, reclaim_note
             elif best is not None:
                 timeline.book(best, duration(request))
                 waiting.estimate = best.start
-            if reserved_at is not None:
-                waiting.estimate = reserved_at if waiting.estimate is None else min(waiting.estimate, reserved_at)
+                if guess is not None:
+                    waiting.note = self._guess_note(request, best.flavour)
+            if reserved_at is not None and (waiting.estimate is None or reserved_at <= waiting.estimate):
+                waiting.estimate, waiting.note = reserved_at, ""
+
+    def _guess_note(self, request: JobRequest, flavour: str) -> str:
+        """What an estimate on the likely timeline counts on, in words: idle notebooks the reaper will free,
+        and how long jobs have lately run against their limits."""
+        idle = sum(1 for job in self.running
+                   if job.placement.flavour == flavour and idle_release(job, self.now) is not None)
+        parts = [f"the idle reaper freeing {idle} idle notebook(s)"] if idle else []
+        runtimes = self.snapshot.runtimes
+        if runtimes.known:
+            parts.append("jobs ending as they have lately, not at their time limits")
+        return "a guess counting on " + " and ".join(parts) if parts else ""
 
     def carry_plan(self, plan: Plan) -> None:
         """Estimated starts from the last plan (made on its own cadence), never earlier than now."""
         for waiting in self.waiting.values():
-            estimate = plan.estimates.get(waiting.job.request.id)
-            if waiting.reserved and estimate is not None and waiting.estimate is not None:
-                waiting.estimate = max(min(estimate, waiting.estimate), self.now)     # as ``plan_waits`` does
+            job_id = waiting.job.request.id
+            estimate = plan.estimates.get(job_id)
+            note = plan.notes.get(job_id, "")
+            if waiting.reserved and note and estimate is not None and waiting.estimate is not None:
+                if estimate < waiting.estimate:                  # a guess sooner than the reservation: plan_waits
+                    waiting.estimate, waiting.note = max(estimate, self.now), note
             if waiting.planned:
                 continue
             waiting.estimate = None if estimate is None else max(estimate, self.now)
+            waiting.note = note
 
     def estimates(self) -> dict[str, float | None]:
         return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
@@ -1218,7 +1263,7 @@ class _Cycle:
                 if job_id in waiting:
                     count += 1
                     position[job_id] = count
-        waits = [Wait(job_id, w.reason, w.message, position[job_id], w.estimate)
+        waits = [Wait(job_id, w.reason, w.message, position[job_id], w.estimate, w.note)
                  for job_id in self.processed if (w := waiting.get(job_id)) is not None]
         return CycleResult(now=self.now, admits=self.admits, preempts=self.preempts,
                            reservations=self.reservations, waits=waits, relabels=self.relabels)

@@ -52,11 +52,15 @@ class Reserve:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
+    """``estimate_note``: what the estimated start counts on when it is a guess (minimum run times, the idle
+    reaper, how long jobs usually run); the caller shows it beside ``message``."""
+
     job_id: str
     reason: Reason
     message: str
     position: int
     estimated_start: float | None = None
+    estimate_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

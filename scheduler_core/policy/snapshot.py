@@ -259,6 +259,8 @@ class Plan:
 
     made_at: float
     estimates: Mapping[str, float | None] = field(default_factory=dict)
+    #: What each guessed estimate counts on (``Wait.estimate_note``).
+    notes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
