@@ -53,6 +53,15 @@ class NotebookJob:
         return self.state in FINISHED
 
 
+@dataclass(frozen=True, slots=True)
+class RoomNow:
+    """What a team could start right now, per flavour: the most units free on one ready node, and the units its
+    quota still allows (nominal + borrowing limit - held)."""
+
+    largest_free: Mapping[str, int] = field(default_factory=dict)
+    quota_room: Mapping[str, int] = field(default_factory=dict)
+
+
 class SchedulerRefused(Exception):
     """The scheduler refused a request (bad spec, no quota, not your team): ``code`` is its machine-readable
     error code and ``fields`` its per-field messages."""
@@ -83,6 +92,15 @@ class NotebookScheduler(ABC):
     @abstractmethod
     async def cancel(self, job_id: str, *, reason: str = "") -> NotebookJob:
         """Stop the job and release its slice; ``reason`` is kept as the job's message. Harmless if finished."""
+
+    async def room_now(self, team: str) -> RoomNow:
+        """Free units and quota room per flavour for ``team`` (the spawn page names other profiles that could
+        start now). Default: nothing known."""
+        return RoomNow()
+
+    async def report_idle_clock(self, job_id: str, last_activity: float | None, idle_limit_s: float | None) -> None:
+        """Tell the scheduler a running notebook's idle clock (``None``, ``None``: busy); the idle reaper calls
+        it after judging each server it keeps. Default: the scheduler is not told."""
 
     async def node_gpu_utilization(self, node: str) -> float | None:
         """The executor's latest GPU utilisation figure for ``node`` (percent), or ``None`` if it reports none."""

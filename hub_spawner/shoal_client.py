@@ -6,7 +6,10 @@ from scheduler_core.client import ApiError, ApiUnavailable, AsyncShoalClient
 from scheduler_core.model import JobSpec
 from scheduler_core.schemas import JobView
 
-from .scheduler import NotebookJob, NotebookScheduler, SchedulerRefused, SchedulerUnavailable
+from .scheduler import NotebookJob, NotebookScheduler, RoomNow, SchedulerRefused, SchedulerUnavailable
+
+#: Borrowing limit ``null`` means no limit of the team's own; the cohort's idle quota still bounds it.
+UNLIMITED = 1 << 30
 
 
 def notebook_job(view: JobView, stop_reason: str = "") -> NotebookJob:
@@ -67,6 +70,32 @@ class ShoalClientScheduler(NotebookScheduler):
                 return await self.get(job_id)
             raise SchedulerRefused(exc.code, exc.message, exc.fields, exc.status) from None
         return notebook_job(view)
+
+    async def room_now(self, team: str) -> RoomNow:
+        try:
+            nodes = await self._client.nodes()
+            quota = await self._client.quota(team)
+        except ApiUnavailable as exc:
+            raise SchedulerUnavailable(str(exc)) from None
+        except ApiError as exc:
+            raise SchedulerRefused(exc.code, exc.message, exc.fields, exc.status) from None
+        largest: dict[str, int] = {}
+        for node in nodes.nodes:
+            if node.health != "ready" or node.spare:
+                continue
+            for flavour, free in node.free.items():
+                largest[flavour] = max(largest.get(flavour, 0), free)
+        room = {q.flavour: q.nominal + (UNLIMITED if q.borrowing_limit is None else q.borrowing_limit) - q.used
+                for q in quota.flavours}
+        return RoomNow(largest_free=largest, quota_room=room)
+
+    async def report_idle_clock(self, job_id: str, last_activity: float | None, idle_limit_s: float | None) -> None:
+        try:
+            await self._client.idle_clock(job_id, last_activity, idle_limit_s)
+        except ApiUnavailable as exc:
+            raise SchedulerUnavailable(str(exc)) from None
+        except ApiError as exc:
+            raise SchedulerRefused(exc.code, exc.message, exc.fields, exc.status) from None
 
     async def node_gpu_utilization(self, node: str) -> float | None:
         try:

@@ -392,6 +392,24 @@ class FinishSweepRequest(BaseModel):
     message: str = Field(default="", max_length=4000)
 
 
+class IdleClockRequest(BaseModel):
+    """``POST /v1/jobs/{id}:idle`` from the idle reaper: a running notebook's last activity and the idle limit after
+    which the reaper frees its slice, or both ``null`` while a kernel is busy (no clock runs). The scheduler
+    estimates when the slice frees from it (last activity + limit) for notebooks waiting for one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    last_activity: datetime | None = Field(description="the latest hub, kernel or GPU activity; null: busy now")
+    idle_limit_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                       description="seconds idle after which the reaper frees the slice")
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> IdleClockRequest:
+        if (self.last_activity is None) != (self.idle_limit_s is None):
+            raise ValueError("give last_activity and idle_limit_s together, or neither (a busy kernel)")
+        return self
+
+
 class ReportRequest(BaseModel):
     """``POST /v1/jobs/{id}:report`` from a trial: ``{"step": 3, "value": 0.41}`` or ``{"value": 0.39,
     "final": true}``."""

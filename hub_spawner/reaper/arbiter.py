@@ -38,9 +38,15 @@ class ServerActivity:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """``last_activity``: the latest of the signals when they were all read (``None``: a kernel is busy, or the
+    server did not answer); the scheduler is told it, so a notebook waiting for the slice knows when the
+    reaper would free it. ``busy``: a kernel or the GPU is at work now (no idle clock runs)."""
+
     idle: bool
     reason: str            # one line, shown to the user when the server is stopped
     idle_for: float = 0.0
+    last_activity: float | None = None
+    busy: bool = False
 
 
 def is_idle(activity: ServerActivity, now: float, limit: float, gpu_busy_percent: float = 5.0, *,
@@ -49,11 +55,11 @@ def is_idle(activity: ServerActivity, now: float, limit: float, gpu_busy_percent
     notebook runs on slices its team borrowed, and ``limit`` is the shorter one for those (the reason says so)."""
     busy = [k.id for k in activity.kernels or () if k.execution_state in BUSY_KERNEL_STATES]
     if busy:
-        return Verdict(False, f"kernel {busy[0]} is busy")
+        return Verdict(False, f"kernel {busy[0]} is busy", busy=True)
     if activity.kernels is None:
         return Verdict(False, "the server did not say what its kernels are doing")
     if activity.gpu_utilization is not None and activity.gpu_utilization >= gpu_busy_percent:
-        return Verdict(False, f"GPU busy ({activity.gpu_utilization:.0f} %)")
+        return Verdict(False, f"GPU busy ({activity.gpu_utilization:.0f} %)", busy=True)
     signals = {
         "hub": activity.hub_last_activity,
         "kernel": max((k.last_activity for k in activity.kernels if k.last_activity is not None), default=None),
@@ -63,8 +69,9 @@ def is_idle(activity: ServerActivity, now: float, limit: float, gpu_busy_percent
     idle_for = now - latest
     if idle_for <= limit:
         newest = max(signals, key=lambda name: signals[name] or 0.0)
-        return Verdict(False, f"active {format_wait(idle_for)} ago ({newest})", idle_for)
+        return Verdict(False, f"active {format_wait(idle_for)} ago ({newest})", idle_for, last_activity=latest)
     since = time.strftime("%H:%M", time.localtime(latest)) if latest else "its start"
     return Verdict(True, f"idle for {format_wait(idle_for).removeprefix('about ')}: no hub, kernel or GPU "
                          f"activity since {since} (limit {format_wait(limit).removeprefix('about ')}"
-                         f"{' on slices borrowed from another team' if on_borrowed else ''})", idle_for)
+                         f"{' on slices borrowed from another team' if on_borrowed else ''})", idle_for,
+                   last_activity=latest)

@@ -118,6 +118,7 @@ class Reaper:
                           on_borrowed=borrowed)
         if not verdict.idle:
             log.debug("reaper: keeping %s/%s: %s", user, server_name, verdict.reason)
+            await self._report_idle_clock(job, verdict, self.borrowed_limit if borrowed else self.limit)
             return Decision(user, server_name, job_id, verdict, stopped=False)
         log.info("reaper: stopping %s/%s (job %s): %s", user, server_name, job_id, verdict.reason)
         if job_id and self.scheduler is not None:
@@ -128,6 +129,23 @@ class Reaper:
         await self._stop(user, server_name)
         self._gpu_last_busy.pop(key, None)
         return Decision(user, server_name, job_id, verdict, stopped=True)
+
+    async def _report_idle_clock(self, job: NotebookJob | None, verdict: Verdict, limit: float) -> None:
+        """Tell the scheduler when this notebook frees its slice if it stays idle (last activity + limit), or
+        that no clock runs (busy), so the spawn page of a notebook waiting for a slice is honest. Nothing is
+        said when the server could not be read; a refusal is logged and the sweep goes on."""
+        if job is None or self.scheduler is None or not job.holds_slice:
+            return
+        if verdict.busy:
+            since, idle_limit = None, None
+        elif verdict.last_activity is not None:
+            since, idle_limit = verdict.last_activity, limit
+        else:
+            return
+        try:
+            await self.scheduler.report_idle_clock(job.id, since, idle_limit)
+        except (SchedulerRefused, SchedulerUnavailable) as exc:
+            log.warning("reaper: could not report the idle clock of %s: %s", job.id, exc)
 
     async def _kernels(self, server_url: str) -> tuple[KernelActivity, ...] | None:
         try:

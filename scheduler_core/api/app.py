@@ -65,6 +65,7 @@ def make_app(service: ApiService, authenticator: Authenticator, *, read_threads:
         (r"/v1/jobs", h.JobsHandler, args),
         (rf"/v1/jobs/{_JOB}:cancel", h.JobCancelHandler, args),
         (rf"/v1/jobs/{_JOB}:checkpoint", h.JobCheckpointHandler, args),
+        (rf"/v1/jobs/{_JOB}:idle", h.JobIdleClockHandler, args),
         (rf"/v1/jobs/{_JOB}:report", sh.JobReportHandler, sweep_args),
         (rf"/v1/jobs/{_JOB}/logs", h.JobLogsHandler, args),
         (rf"/v1/jobs/{_JOB}", h.JobHandler, args),

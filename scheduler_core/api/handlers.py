@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from ..auth.tokens import Identity
 from ..errors import NotFound, ShoalError, Unauthorized
-from ..schemas import FINISHED_STATES, LogChunk
+from ..schemas import FINISHED_STATES, IdleClockRequest, LogChunk
 from ..store.records import JobState
 from .auth import Authenticator, CookieAuthenticator, bearer_token
 from .errors import BadRequest, error_body, plain_error, status_of
@@ -235,6 +235,14 @@ class JobCancelHandler(BaseHandler):
 class JobCheckpointHandler(BaseHandler):
     async def post(self, job_id: str) -> None:
         self.send(await self.call_write(self.ctx.service.checkpoint, self.identity, job_id), 202)
+
+
+class JobIdleClockHandler(BaseHandler):
+    async def post(self, job_id: str) -> None:
+        """``{"last_activity": "2026-12-02T09:10:00Z", "idle_limit_s": 3600}``, or both null (busy)."""
+        from .sweeps import parse
+        request = parse(IdleClockRequest, self.json_body(), "idle clock")
+        self.send(await self.call_write(self.ctx.service.idle_clock, self.identity, job_id, request))
 
 
 class QueuesHandler(BaseHandler):

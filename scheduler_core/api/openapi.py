@@ -17,9 +17,8 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from .. import __version__
 from ..model.job import JobSpec
 from ..model.sweep import SweepSpec
-from ..schemas import (AddTrialRequest, ErrorResponse, EventList, FinishSweepRequest, FinishTrialRequest, JobView,
-                       NodeActionRequest, NodeView,
-                       LogChunk, NodeList, QueueList, QueueView, QuotaView, ReportRequest, ReportResponse,
+from ..schemas import (AddTrialRequest, ErrorResponse, EventList, FinishSweepRequest, FinishTrialRequest,
+                       IdleClockRequest, JobView, NodeActionRequest, NodeView, LogChunk, NodeList, QueueList, QueueView, QuotaView, ReportRequest, ReportResponse,
                        SubmitResponse, SweepList, SweepView, TrialList, TrialView, UsageReport, WhoAmI)
 
 _REF = "#/components/schemas/{model}"
@@ -65,6 +64,9 @@ _ROUTES: list[tuple[str, Method, str, list[dict[str, Any]], type[BaseModel] | No
      [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
     ("/v1/jobs/{job_id}:checkpoint", "post", "Ask a running job to checkpoint now (e.g. before maintenance)",
      [_JOB_ID], None, 202, JobView, (401, 403, 404, 409)),
+    ("/v1/jobs/{job_id}:idle", "post",
+     "A running notebook's idle clock, from the idle reaper: estimated starts count on its slice freeing then",
+     [_JOB_ID], IdleClockRequest, 200, JobView, (400, 401, 403, 404, 409, 422)),
     ("/v1/jobs/{job_id}/logs", "get", "What one pod printed (its latest attempt, or ?attempt=), read on from a "
                                       "byte offset",
      [_JOB_ID, _query("rank", "the pod's rank (default 0)", {"type": "integer", "minimum": 0}),

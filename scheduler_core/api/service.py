@@ -23,7 +23,8 @@ from ..policy.fairshare import cluster_capacity
 from ..policy.snapshot import NodeState, PolicyConfig
 from ..runtime.ledger import UsageLedger, usage_amounts
 from ..runtime.snapshot_builder import SnapshotBuilder
-from ..schemas import (CheckpointView, EventList, JobView, NodeList, QueueList, QueueView, QuotaView, SubmitResponse, UsageReport,
+from ..schemas import (CheckpointView, EventList, IdleClockRequest, JobView, NodeList, QueueList, QueueView, QuotaView,
+                       SubmitResponse, UsageReport,
                        WhoAmI)
 from ..store.base import Store
 from ..store.records import Event, JobRecord, JobState
@@ -109,6 +110,14 @@ class ApiService:
                                           data={"reason": reason} if reason else {}))
         self._wake()
         return self._job_view(updated)
+
+    def idle_clock(self, identity: Identity, job_id: str, request: IdleClockRequest) -> JobView:
+        """The idle reaper's view of a running notebook (admins, or the job's own team): estimated starts of the
+        jobs waiting for its slice count on the reaper freeing it at last activity + limit. Not an event: it
+        changes every sweep and decides nothing."""
+        record = self._visible_job(identity, job_id)
+        since = request.last_activity.timestamp() if request.last_activity is not None else None
+        return self._job_view(self.store.set_idle_clock(record.id, since, request.idle_limit_s))
 
     def checkpoint(self, identity: Identity, job_id: str) -> JobView:
         record = self._visible_job(identity, job_id)

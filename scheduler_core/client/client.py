@@ -88,6 +88,12 @@ class _calls:
         return _Call("POST", _job(job_id) + ":checkpoint", JobView)
 
     @staticmethod
+    def idle_clock(job_id: str, last_activity: float | None, idle_limit_s: float | None) -> _Call[JobView]:
+        when = None if last_activity is None else datetime.fromtimestamp(last_activity, timezone.utc).isoformat()
+        return _Call("POST", _job(job_id) + ":idle", JobView,
+                     body={"last_activity": when, "idle_limit_s": idle_limit_s if when is not None else None})
+
+    @staticmethod
     def logs(job_id: str, rank: int, offset: int, attempt: int | None) -> _Call[LogChunk]:
         params = {"rank": str(rank), "offset": str(offset)}
         if attempt is not None:
@@ -267,6 +273,11 @@ class ShoalClient:
     def checkpoint(self, job_id: str) -> JobView:
         return self._send(_calls.checkpoint(job_id))
 
+    def idle_clock(self, job_id: str, last_activity: float | None, idle_limit_s: float | None) -> JobView:
+        """Report a running notebook's idle clock (the idle reaper does): last activity (epoch seconds) and the
+        idle limit, or ``None``, ``None`` while it is busy."""
+        return self._send(_calls.idle_clock(job_id, last_activity, idle_limit_s))
+
     def logs(self, job_id: str, *, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
         """What pod ``rank`` printed from byte ``offset`` on, in ``attempt`` (default: the latest); read again
         from ``next_offset`` to follow it."""
@@ -390,6 +401,9 @@ class AsyncShoalClient:
 
     async def checkpoint(self, job_id: str) -> JobView:
         return await self._send(_calls.checkpoint(job_id))
+
+    async def idle_clock(self, job_id: str, last_activity: float | None, idle_limit_s: float | None) -> JobView:
+        return await self._send(_calls.idle_clock(job_id, last_activity, idle_limit_s))
 
     async def logs(self, job_id: str, *, rank: int = 0, offset: int = 0, attempt: int | None = None) -> LogChunk:
         return await self._send(_calls.logs(job_id, rank, offset, attempt))

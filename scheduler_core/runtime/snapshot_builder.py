@@ -105,6 +105,7 @@ class SnapshotBuilder:
         job = RunningJob(request=self.request(record), placement=record.placement, admitted_as=record.admitted_as,
                          started_at=record.started_at if record.started_at is not None else record.admitted_at,
                          last_checkpoint_at=checkpoint.written_at if checkpoint is not None else None,
-                         terminating=record.state is JobState.TERMINATING, terminate_by=record.terminate_by)
+                         terminating=record.state is JobState.TERMINATING, terminate_by=record.terminate_by,
+                         idle_since=record.idle_since, idle_limit_s=record.idle_limit_s)
         self._running[record.id] = (record, job)
         return job

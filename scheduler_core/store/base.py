@@ -131,6 +131,12 @@ class Store(ABC):
     def clear_checkpoint_request(self, job_id: str) -> None: ...
 
     @abstractmethod
+    def set_idle_clock(self, job_id: str, idle_since: float | None, idle_limit_s: float | None) -> JobRecord:
+        """Record a running notebook's idle clock, as the idle reaper sees it (``None``, ``None``: busy, no clock);
+        estimated starts of the jobs waiting for its slice read it. ``Conflict`` if the job holds no units,
+        ``NotFound`` if there is no such job. Not fenced: it is an observation, not a decision."""
+
+    @abstractmethod
     def add_attained(self, job_id: str, gpu_seconds: float) -> None: ...
 
     # -- checkpoints, usage, events -----------------------------------------------------------------------------

@@ -164,7 +164,7 @@ class MemoryStore(Store):
                 job, state=JobState.ADMITTED, placement=placement, admitted_as=admitted_as, admitted_at=now,
                 labelled_at=None, started_at=None, finished_at=None, terminate_by=None, requeue_on_exit=False,
                 epoch=epoch, wait_reason=None, room_wait_since=None, room_waited_s=0.0, wait_message="",
-                queue_position=None, estimated_start=None))
+                queue_position=None, estimated_start=None, idle_since=None, idle_limit_s=None))
 
     def relabel(self, job_id: str, admitted_as: AdmittedAs, *, epoch: int, now: float) -> JobRecord:
         with self._lock:
@@ -281,6 +281,15 @@ class MemoryStore(Store):
             job = self._job(job_id)
             if job.checkpoint_requested:
                 self._put(dataclasses.replace(job, checkpoint_requested=False))
+
+    def set_idle_clock(self, job_id: str, idle_since: float | None, idle_limit_s: float | None) -> JobRecord:
+        with self._lock:
+            job = self._job(job_id)
+            if not job.state.holds_units:
+                raise Conflict(f"job {job_id} is {job.state}: only a job holding a slice has an idle clock")
+            if (job.idle_since, job.idle_limit_s) == (idle_since, idle_limit_s):
+                return job
+            return self._put(dataclasses.replace(job, idle_since=idle_since, idle_limit_s=idle_limit_s))
 
     def add_attained(self, job_id: str, gpu_seconds: float) -> None:
         with self._lock:

@@ -86,6 +86,10 @@ class JobRecord:
     cancel_requested: bool = False
     checkpoint_requested: bool = False
     epoch: int = 0                  # the fencing token its current binding was written with
+    #: A notebook's idle clock as the idle reaper last reported it (``Store.set_idle_clock``): its last activity
+    #: and the idle limit after which the reaper frees it. Cleared when the job is bound again.
+    idle_since: float | None = None
+    idle_limit_s: float | None = None
 
     @property
     def team(self) -> str:

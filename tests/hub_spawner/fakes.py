@@ -27,6 +27,8 @@ class FakeScheduler(NotebookScheduler):
     specs: dict[str, JobSpec] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
     cancel_reasons: dict[str, str] = field(default_factory=dict)
+    #: job id → (last activity, idle limit) as the reaper last reported it.
+    idle_clocks: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     closed: int = 0
 
@@ -98,6 +100,10 @@ class FakeScheduler(NotebookScheduler):
 
     async def node_gpu_utilization(self, node: str) -> float | None:
         return self.utilization.get(node)
+
+    async def report_idle_clock(self, job_id: str, last_activity: float | None, idle_limit_s: float | None) -> None:
+        self._maybe_down()
+        self.idle_clocks[job_id] = (last_activity, idle_limit_s)
 
     def finish(self, job_id: str, exit_code: int = 0) -> None:
         """The server process exited by itself."""

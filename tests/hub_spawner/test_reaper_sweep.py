@@ -98,6 +98,9 @@ def test_one_sweep_stops_only_the_servers_quiet_by_every_measure() -> None:
     reason = decisions["idle-ann"].verdict.reason
     assert reason.startswith("idle for 1 h 5") and "no hub, kernel or GPU activity" in reason
     assert scheduler.cancel_reasons == {"j1": f"stopped by the idle reaper: {reason}"}
+    # The servers it keeps have their idle clocks told to the scheduler (estimated starts of waiting notebooks
+    # count on them): a recent one from its last activity, busy ones as no clock, an unreadable one not at all.
+    assert scheduler.idle_clocks == {"j4": (NOW - 60, 3600), "j2": (None, None), "j5": (None, None)}
 
 
 def test_a_notebook_on_borrowed_slices_is_reaped_after_the_shorter_borrowed_limit() -> None:
@@ -127,3 +130,4 @@ def test_a_notebook_on_borrowed_slices_is_reaped_after_the_shorter_borrowed_limi
     assert hub.deleted == ["/hub/api/users/lent-gus/server"]
     assert "(limit 10 min on slices borrowed from another team)" in decisions["lent-gus"].verdict.reason
     assert scheduler.cancel_reasons["j1"].endswith(decisions["lent-gus"].verdict.reason)
+    assert scheduler.idle_clocks == {"j2": (NOW - 1200, 3600)}

@@ -496,7 +496,23 @@ class StoreContract(SweepStoreContract, ABC):
         with pytest.raises(Conflict):
             store.request_checkpoint(pending.id, now=12.0)
 
-    @pytest.mark.parametrize("call", ["cancel", "checkpoint", "clear", "attained", "checkpoints", "running"])
+    def test_idle_clock_is_kept_while_the_job_holds_its_units(self, store: Store) -> None:
+        job = self._bound(store)
+        clocked = store.set_idle_clock(job.id, 100.0, 3600.0)
+        assert (clocked.idle_since, clocked.idle_limit_s) == (100.0, 3600.0)
+        assert (store.get(job.id).idle_since, store.get(job.id).idle_limit_s) == (100.0, 3600.0)
+        cleared = store.set_idle_clock(job.id, None, None)          # a busy kernel: no clock
+        assert (cleared.idle_since, cleared.idle_limit_s) == (None, None)
+        store.set_idle_clock(job.id, 200.0, 600.0)
+        store.release(job.id, state=JobState.PENDING, now=300.0, epoch=0)
+        rebound = store.bind(job.id, whole_nodes(N0), AdmittedAs.NOMINAL, epoch=0, now=400.0)
+        assert (rebound.idle_since, rebound.idle_limit_s) == (None, None)
+        pending = store.submit(make_spec("p").build(), user="ana", now=1.0)
+        with pytest.raises(Conflict):
+            store.set_idle_clock(pending.id, 1.0, 3600.0)
+
+    @pytest.mark.parametrize("call", ["cancel", "checkpoint", "clear", "attained", "checkpoints", "running",
+                                      "idle_clock"])
     def test_unknown_job_is_not_found(self, store: Store, call: str) -> None:
         calls = {
             "cancel": lambda: store.request_cancel("job_nope", now=1.0),
@@ -505,6 +521,7 @@ class StoreContract(SweepStoreContract, ABC):
             "attained": lambda: store.add_attained("job_nope", 5.0),
             "checkpoints": lambda: store.checkpoints("job_nope"),
             "running": lambda: store.mark_running("job_nope", now=1.0),
+            "idle_clock": lambda: store.set_idle_clock("job_nope", 1.0, 3600.0),
         }
         with pytest.raises(NotFound):
             calls[call]()

@@ -90,6 +90,8 @@ jobs = Table(
     Column("cancel_requested", Boolean, nullable=False, default=False),
     Column("checkpoint_requested", Boolean, nullable=False, default=False),
     Column("epoch", Integer, nullable=False, default=0),
+    Column("idle_since", Double, nullable=True),
+    Column("idle_limit_s", Double, nullable=True),
     Index(None, "state", "submitted_at"),
     Index(None, "team", "submitted_at"),
 )

@@ -259,7 +259,7 @@ class SqlStore(Store, TokenStore):
                 state=JobState.ADMITTED.value, placement=placement_json, admitted_as=admitted_as.value,
                 admitted_at=now, labelled_at=None, started_at=None, finished_at=None, terminate_by=None,
                 requeue_on_exit=False, epoch=epoch, wait_reason=None, room_wait_since=None, room_waited_s=0.0, wait_message="",
-                queue_position=None, estimated_start=None))
+                queue_position=None, estimated_start=None, idle_since=None, idle_limit_s=None))
             return self._job_record(self._job_row(conn, job_id))
 
         try:
@@ -413,6 +413,16 @@ class SqlStore(Store, TokenStore):
             if changed.rowcount == 0:
                 raise NotFound(f"no job {job_id!r}")
         self.db.write(run)
+
+    def set_idle_clock(self, job_id: str, idle_since: float | None, idle_limit_s: float | None) -> JobRecord:
+        def run(conn: Connection) -> JobRecord:
+            job = self._job_record(self._job_row(conn, job_id, lock=True))
+            if not job.state.holds_units:
+                raise Conflict(f"job {job_id} is {job.state}: only a job holding a slice has an idle clock")
+            if (job.idle_since, job.idle_limit_s) == (idle_since, idle_limit_s):
+                return job
+            return self._update_job(conn, job_id, idle_since=idle_since, idle_limit_s=idle_limit_s)
+        return self.db.write(run)
 
     def add_attained(self, job_id: str, gpu_seconds: float) -> None:
         def run(conn: Connection) -> None:
@@ -905,4 +915,4 @@ class SqlStore(Store, TokenStore):
             wait_message=row.wait_message, queue_position=row.queue_position,
             estimated_start=row.estimated_start, exit_code=row.exit_code, message=row.message,
             cancel_requested=bool(row.cancel_requested), checkpoint_requested=bool(row.checkpoint_requested),
-            epoch=row.epoch)
+            epoch=row.epoch, idle_since=row.idle_since, idle_limit_s=row.idle_limit_s)

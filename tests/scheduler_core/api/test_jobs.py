@@ -119,3 +119,27 @@ def test_whoami(api: Harness) -> None:
     me = ShoalClient(api.url, api.users["root"]).whoami()
 
     assert (me.user, me.team, me.admin) == ("root", "platform", True)
+
+
+def test_the_idle_reaper_reports_a_notebooks_idle_clock(api: Harness) -> None:
+    """The reaper (an admin) tells the scheduler when a running notebook went quiet and after how long it frees
+    the slice; a busy kernel clears it. Another team may not; a job not holding a slice has no clock; a half
+    body is a field-level 400/422 and nothing is stored."""
+    job = api.run(make_spec("nb").pods(1, 8).build(), whole_nodes("h100-b0-n00"))
+    quiet = T0 - 3000
+
+    api.client("root").idle_clock(job.id, quiet, 3600.0)
+    assert (api.store.get(job.id).idle_since, api.store.get(job.id).idle_limit_s) == (quiet, 3600.0)
+    api.client("alice").idle_clock(job.id, None, None)
+    assert (api.store.get(job.id).idle_since, api.store.get(job.id).idle_limit_s) == (None, None)
+
+    denied = api.http("POST", f"/v1/jobs/{job.id}:idle", who="bob",
+                      json={"last_activity": "2026-10-27T00:00:00Z", "idle_limit_s": 3600})
+    assert denied.status_code == 403
+    half = api.http("POST", f"/v1/jobs/{job.id}:idle", who="root", json={"last_activity": "2026-10-27T00:00:00Z"})
+    assert half.status_code == 422 and "idle_limit_s" in half.json()["error"]["message"]
+    assert api.store.get(job.id).idle_since is None
+    pending = api.submit(make_spec("later").build())
+    conflict = api.http("POST", f"/v1/jobs/{pending.id}:idle", who="root",
+                        json={"last_activity": "2026-10-27T00:00:00Z", "idle_limit_s": 3600})
+    assert conflict.status_code == 409
