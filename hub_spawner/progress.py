@@ -7,9 +7,11 @@ carries all the scheduler knows: the reason, the queue position and the estimate
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
-from .scheduler import NotebookJob
+from .profiles import Profile
+from .scheduler import NotebookJob, RoomNow
 
 #: Plain words for the scheduler's reason codes; its own one-line message follows when it gives one.
 REASON_WORDS = {
@@ -40,7 +42,19 @@ def format_wait(seconds: float) -> str:
     return f"about {hours} h {minutes:02d} min"
 
 
-def waiting_message(job: NotebookJob, now: float) -> str:
+#: Reasons for which another profile, with free slices and quota, would start at once.
+ROOM_REASONS = frozenset({"WaitingForCapacity", "WaitingForTopology", "BehindReservation", "QuotaFull",
+                          "CohortFull", "NodeUnhealthy"})
+
+
+def startable_profiles(profiles: Sequence[Profile], chosen: str, room: RoomNow) -> list[Profile]:
+    """The other profiles a notebook of this team could start on right now: a ready node has the units free
+    and the team's quota has room for them (pure; the scheduler decides, this only points)."""
+    return [p for p in profiles if p.slug != chosen and room.largest_free.get(p.flavour, 0) >= p.units
+            and room.quota_room.get(p.flavour, 0) >= p.units]
+
+
+def waiting_message(job: NotebookJob, now: float, alternatives: Sequence[str] = ()) -> str:
     parts = ["Waiting for a GPU slice"]
     if job.queue_position is not None:
         parts.append(f"position {job.queue_position} in team {job.team}'s queue" if job.team
@@ -54,13 +68,17 @@ def waiting_message(job: NotebookJob, now: float) -> str:
         parts.append(f"estimated start {clock} (in {format_wait(max(0.0, job.estimated_start - now))})")
     else:
         parts.append("estimated start unknown until a slice frees up")
+    if alternatives:
+        names = " or ".join(f"'{name}'" for name in alternatives)
+        parts.append(f"{names} could start now: stop this server and choose it on the spawn page")
     return "; ".join(parts)
 
 
-def progress_event(job: NotebookJob, now: float) -> ProgressEvent:
-    """The spawn page's line for ``job`` as it is now."""
+def progress_event(job: NotebookJob, now: float, alternatives: Sequence[str] = ()) -> ProgressEvent:
+    """The spawn page's line for ``job`` as it is now; ``alternatives``: names of other profiles that could
+    start now (``startable_profiles``)."""
     if job.pending:
-        return {"progress": 20, "message": waiting_message(job, now)}
+        return {"progress": 20, "message": waiting_message(job, now, alternatives)}
     if job.state == "ADMITTED":
         where = f" on {job.node}" if job.node else ""
         devices = f" ({', '.join(job.devices)})" if job.devices else ""

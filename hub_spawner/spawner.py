@@ -35,7 +35,7 @@ from .examples import default_source
 from .notebook_job import notebook_spec
 from .profiles import DEFAULT_PROFILES, Profile, ProfileError, choose_profile, load_profiles, render_form
 from .profiles import options_from_form as _options_from_form
-from .progress import progress_event
+from .progress import ROOM_REASONS, progress_event, startable_profiles
 from .scheduler import NotebookJob, NotebookScheduler, SchedulerRefused, SchedulerUnavailable
 from .teams import NoTeam, choose_team, teams_from_groups
 
@@ -253,6 +253,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
     # ------------------------------------------------------------------ start
     _latest: NotebookJob | None = None
     _changed: asyncio.Event | None = None
+    _alternatives: tuple[str, ...] = ()
 
     def _publish(self, job: NotebookJob) -> None:
         """Share the latest view of the job with ``progress``, which runs concurrently with ``start``."""
@@ -365,7 +366,19 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
                 raise SpawnException(_quota_message(job, profile), reason=f"shoal-{job.reason}")
             await asyncio.sleep(self.status_interval)
             job = await self._read_job(job.id)
+            self._alternatives = await self._startable_now(job, profile)
             self._publish(job)
+
+    async def _startable_now(self, job: NotebookJob, profile: Profile) -> tuple[str, ...]:
+        """Other profiles that could start now while this one waits for room (names, for the spawn page)."""
+        if not job.pending or job.reason not in ROOM_REASONS:
+            return ()
+        try:
+            room = await self.scheduler().room_now(job.team or profile.flavour)
+        except (SchedulerRefused, SchedulerUnavailable) as exc:
+            self.log.debug("%s: no room figures for other profiles: %s", self._log_name, exc)
+            return ()
+        return tuple(p.display_name for p in startable_profiles(self.profiles, profile.slug, room))
 
     async def _read_job(self, job_id: str) -> NotebookJob:
         """The job's status; a scheduler briefly unreachable is retried a few times before giving up."""
@@ -389,7 +402,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
                 self._changed = asyncio.Event()
             job = self._latest
             if job is not None:
-                event = dict(progress_event(job, time.time()))
+                event = dict(progress_event(job, time.time(), self._alternatives))
                 if event != last:
                     last = event
                     yield event
