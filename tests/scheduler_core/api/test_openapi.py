@@ -25,6 +25,6 @@ def test_every_route_the_server_has_is_documented(api: Harness) -> None:
               for rule in app.wildcard_router.rules}  # type: ignore[attr-defined]
     assert served == json.loads(json.dumps(doc))
     assert set(doc["paths"]) == {r for r in routes if r.startswith("/v1/") and r != "/v1/openapi.json"}
-    assert len(doc["paths"]) == 22  # 11 + GET /v1/jobs/{job_id}/logs (magics) + 7 for sweeps + 3 node actions
+    assert len(doc["paths"]) == 23  # 11 + GET /v1/jobs/{job_id}/logs (magics) + 7 for sweeps + 3 node actions + :idle
     submit = doc["paths"]["/v1/jobs"]["post"]
     assert set(submit["responses"]) == {"202", "400", "401", "403", "409", "422"}
