@@ -231,12 +231,19 @@ def _dashboard(service: Any, hub_tokens: Any, hub_api_url: str, service_token: s
 
 
 def _kept_secret(path: Path) -> bytes:
-    """A random secret kept (owner-only) in ``path``, so the dashboard's logins outlive a restart."""
-    if path.exists():
-        return path.read_bytes().strip()
+    """A random secret kept (owner-only) in ``path``, so the dashboard's logins outlive a restart and every replica
+    on a shared state directory signs cookies alike (the first to start writes it; the others read it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_hex(32).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # another replica may be writing it this instant
+            kept = path.read_bytes().strip()
+            if kept:
+                return kept
+            time.sleep(0.1)
+        raise click.UsageError(f"{path} is empty: delete it and start again") from None
     with os.fdopen(fd, "wb") as fh:
         fh.write(secret)
     return secret

@@ -98,6 +98,8 @@ def test_the_deployment_command_is_a_valid_shoal_up(rendered: list[dict[str, Any
     assert (params["executor_kind"], params["kube_namespace"], params["kube_shared_claim"]) == \
         ("kubernetes", "shoal", "shoal-shared")
     assert params["no_hub"] and params["hub_api_url"] == "http://hub.jupyterhub.svc:8081/hub/api"
+    token = {e["name"]: e for e in container["env"]}["SHOAL_HUB_SERVICE_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert token == {"name": "shoal-hub-service", "key": "token", "optional": True}
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert params["kube_shared_path"] in mounts and str(Path(params["teams"]).parent) in mounts
 
@@ -210,3 +212,16 @@ def used_by_shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[se
         yield scheduler, harness.cluster.verbs()
     finally:
         harness.close()
+
+
+def test_the_hub_registers_the_scheduler_with_its_url_and_the_token_the_scheduler_is_given(
+        values: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    rendered = render("overlays/in-cluster-postgres")
+    container = find(rendered, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    scheduler = {e["name"]: e for e in container["env"]}["SHOAL_HUB_SERVICE_TOKEN"]["valueFrom"]["secretKeyRef"]
+    hub = values["hub"]["extraEnv"]["SHOAL_HUB_SERVICE_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert hub == scheduler                       # one Secret, created in both namespaces (docs/deploy.md)
+    monkeypatch.setenv("SHOAL_HUB_SERVICE_TOKEN", "the-token")
+    shoal = run_extra_config(values).JupyterHub.services[0]
+    assert (shoal["url"], shoal["api_token"], shoal["oauth_no_confirm"]) == (
+        "http://shoal-api.shoal.svc:8080", "the-token", True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,12 @@ def test_the_objective_plot_steps_down_at_each_new_best_when_minimising() -> Non
     chart = figures.objective_plot([trial(0, 5.0), trial(1, 7.0), trial(2, 2.0), trial(3, None)], "minimize", "loss")
     assert chart.count("<circle") == 3
     assert "trial 2: 2" in chart
+
+
+def test_the_cookie_secret_is_made_once_owner_only_and_read_back(tmp_path: Path) -> None:
+    from scheduler_core.cli.up import _kept_secret
+
+    path = tmp_path / "state" / "dashboard-cookie-secret"
+    first = _kept_secret(path)
+    assert _kept_secret(path) == first and len(first) == 64
+    assert path.stat().st_mode & 0o777 == 0o600
