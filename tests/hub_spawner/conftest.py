@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,12 +69,20 @@ class Stack:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with shoal_stack(tmp_path_factory.mktemp("shoal-up"), ROOT / "test-output" / "hub") as running:
+        yield running
+
+
+@contextmanager
+def shoal_stack(tmp: Path, output: Path, *, cluster: str = CLUSTER, teams: str = TEAMS,
+                users: str = USERS) -> Iterator[Stack]:
+    """``shoal up`` with its hub on free ports under ``tmp``, on ``cluster`` and ``teams`` with hub ``users``; its
+    output and the hub's log are kept in ``output`` when it stops."""
     if shutil.which("configurable-http-proxy", path=_chp_path()) is None:
         pytest.fail("configurable-http-proxy is not installed: run `make test` (it runs `npm install`)")
-    tmp = tmp_path_factory.mktemp("shoal-up")
-    (tmp / "cluster.yaml").write_text(CLUSTER)
-    (tmp / "teams.yaml").write_text(TEAMS)
-    (tmp / "users.yaml").write_text(USERS)
+    (tmp / "cluster.yaml").write_text(cluster)
+    (tmp / "teams.yaml").write_text(teams)
+    (tmp / "users.yaml").write_text(users)
     token = os.urandom(24).hex()
     (tmp / "hub_extra.py").write_text(
         f"c.ShoalSpawner.profile_list = {PROFILES!r}\n"
@@ -84,7 +93,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "'read:users', 'read:users:activity', 'delete:servers', 'tokens']})\n")
     port, hub_port, proxy_port = free_port(), free_port(), free_port()
     state = tmp / "state"
-    output = ROOT / "test-output" / "hub"
     output.mkdir(parents=True, exist_ok=True)
     printed: list[str] = []
     try:

@@ -7,7 +7,6 @@ goes to ``test-output/dashboard/``."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,44 @@ import pytest
 
 from tests.browser import CHROMIUM, OUTPUT, shot
 
-from .conftest import PASSWORD, Stack
-from .stack import wait_for
+from .conftest import PASSWORD, USERS, Stack, shoal_stack
+from .stack import ROOT, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.hub, pytest.mark.slow]
 
 SHOTS = OUTPUT / "dashboard"
 FLAVOUR = "h100-mig-3g"
+
+#: Two whole-GPU nodes beside the MIG node, so that one GPU in use makes the free GPUs (3) differ from the largest
+#: free shape (2): the figures the cluster page and ``/metrics`` must agree on.
+CLUSTER = """\
+name: dashtest
+blocks:
+  - name: gpu-a
+    nodes:
+      - {count: 2, gpu: h100, gpus_per_node: 2, cpus_per_node: 16, memory_gb_per_node: 64}
+  - name: mig-a
+    small_jobs: true
+    nodes:
+      - {count: 1, gpu: h100, gpus_per_node: 1, mig: 3g.40gb, cpus_per_node: 16, memory_gb_per_node: 64}
+"""
+TEAMS = """\
+teams:
+  - name: fraud-ml
+    cohort: shared
+    quotas: {h100: {nominal: 2}, h100-mig-3g: {nominal: 2}}
+  - name: search
+    cohort: shared
+    quotas: {h100: {nominal: 2}, h100-mig-3g: {nominal: 2}}
+"""
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """This module's own ``shoal up`` and hub, on the cluster above (the session's has one MIG node only)."""
+    with shoal_stack(tmp_path_factory.mktemp("dashboard"), ROOT / "test-output" / "dashboard-stack",
+                     cluster=CLUSTER, teams=TEAMS, users=USERS) as running:
+        yield running
 
 
 class Api:
@@ -34,8 +64,8 @@ class Api:
         self.http = httpx.Client(base_url=stack.shoal_url, timeout=30,
                                  headers={"Authorization": f"Bearer {stack.up.token(user, team)}"})
 
-    def submit(self, name: str, team: str, command: list[str]) -> str:
-        reply = self.http.post("/v1/jobs", json={"name": name, "team": team, "flavour": [FLAVOUR], "pods": 1,
+    def submit(self, name: str, team: str, command: list[str], flavour: str = FLAVOUR) -> str:
+        reply = self.http.post("/v1/jobs", json={"name": name, "team": team, "flavour": [flavour], "pods": 1,
                                                  "gpus_per_pod": 1, "command": command, "time_limit": "10m"})
         assert reply.status_code == 202, reply.text
         return str(reply.json()["job_id"])
@@ -96,8 +126,6 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
     carol, bob = Api(stack, "carol", "search"), Api(stack, "bob", "fraud-ml")
     admin = httpx.Client(base_url=stack.shoal_url, timeout=30,
                          headers={"Authorization": f"Bearer {stack.shoal_admin_token}"})
-    wait_for(lambda: not any(q["jobs"] for q in admin.get("/v1/queues").json()["queues"]), timeout=120,
-             what="the pool empty of other tests' notebooks")
 
     # A small sweep first, while the pool is free: 3 trials to completion.
     sweep = carol.http.post("/v1/sweeps", json={
@@ -116,6 +144,8 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
     holders = [carol.submit(f"holder-{i}", "search", _holder(flag)) for i in range(2)]
     for job_id in holders:
         wait_for(lambda: carol.job(job_id)["state"] == "RUNNING", timeout=90, what=f"{job_id} running")
+    fragment = carol.submit("one-gpu", "search", ["sleep", "600"], flavour="h100")
+    wait_for(lambda: carol.job(fragment)["state"] == "RUNNING", timeout=90, what="the one-GPU job running")
     waiter = carol.submit("carol-waits", "search", ["true"])
     bobs = bob.submit("bob-waits", "fraud-ml", ["true"])
     waiting = wait_for(lambda: (j := carol.job(waiter))["reason"] and j, timeout=60, what="a reason for the waiter")
@@ -130,7 +160,7 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
         waiting = carol.job(waiter)
         assert waiting["reason"] in row.locator(".reason").inner_text()
         assert row.locator(".position").inner_text() == str(waiting["position"])
-        assert page.locator("#running tr[data-job]").count() == 2
+        assert page.locator("#running tr[data-job]").count() == 3
         content = page.content()
         assert bobs not in content and "bob-waits" not in content
         assert page.locator("#quota tr[data-flavour='h100-mig-3g'] td").nth(2).inner_text() == "2"  # used
@@ -153,10 +183,14 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
         # -- the cluster: the figures /metrics serves ------------------------------------------------------------
         page.goto(f"{stack.hub.url}/services/shoal/cluster")
         metrics = httpx.get(f"{stack.shoal_url}/metrics", timeout=30).text
-        row = page.locator(f"#free tr[data-flavour='{FLAVOUR}']")
-        assert int(row.locator(".free").inner_text()) == _metric(metrics, "shoal_units_free", FLAVOUR) == 0
-        assert int(row.locator(".largest").inner_text()) == _metric(metrics, "shoal_largest_free_shape_units",
-                                                                    FLAVOUR)
+        shown = {}
+        for flavour in ("h100", FLAVOUR):
+            row = page.locator(f"#free tr[data-flavour='{flavour}']")
+            shown[flavour] = (int(row.locator(".free").inner_text()), int(row.locator(".largest").inner_text()))
+            assert shown[flavour] == (_metric(metrics, "shoal_units_free", flavour),
+                                      _metric(metrics, "shoal_largest_free_shape_units", flavour)), flavour
+        assert shown == {"h100": (3, 2), FLAVOUR: (0, 0)}   # one GPU held on a 2-GPU node: 3 free, at most 2 at once
+        assert page.locator(".block[data-block='gpu-a'] .node.ready").count() == 2
         assert page.locator("#mig .slot.held").count() == 2 and page.locator("#mig .slot.open").count() == 0
         shot(page, SHOTS / "3-cluster.png")
 
@@ -189,7 +223,7 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
         row = page.locator(f"#waiting tr[data-job='{bobs}']")
         assert bob.job(bobs)["reason"] in row.locator(".reason").inner_text()
         content = page.content()
-        assert all(job_id not in content for job_id in [*holders, waiter])
+        assert all(job_id not in content for job_id in [*holders, fragment, waiter])
         assert page.goto(f"{stack.hub.url}/services/shoal/jobs/{holders[0]}").status == 404
         shot(page, SHOTS / "6-team-bob.png")
     finally:
@@ -204,7 +238,5 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
         assert page.locator(f"#waiting tr[data-job='{bobs}']").count() == 1
     finally:
         page.context.close()
-        for job_id in [*holders, bobs]:
+        for job_id in [*holders, fragment, bobs]:
             admin.post(f"/v1/jobs/{job_id}:cancel")
-        wait_for(lambda: all(admin.get(f"/v1/jobs/{j}").json()["state"] == "CANCELLED" for j in [*holders, bobs]),
-                 timeout=60, what="the test's jobs cancelled")
