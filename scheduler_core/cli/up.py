@@ -256,7 +256,10 @@ def _hub_settings(options: UpOptions) -> HubSettings:
                            public_url=hub.url.rstrip("/"), hub_api_port=hub.api_port,
                            proxy_api_port=hub.proxy_api_port, users_file=hub.users.resolve(),
                            extra_config=hub.extra_config.resolve() if hub.extra_config else None,
-                           reaper_timeout=hub.reaper_timeout)
+                           reaper_timeout=hub.reaper_timeout,
+                           # Kept, not new each start: the hub stores every service token it is given, and old ones
+                           # would stay valid.
+                           service_token=_kept_secret(options.state_dir / "hub" / "service-token").decode())
     if hub.password:
         from dataclasses import replace
         settings = replace(settings, password=hub.password)
