@@ -279,8 +279,8 @@ def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrow
     left = nominal + borrowing_limit - usage
     held = (f"all {nominal} of its {flavour} and {borrowed} borrowed" if usage >= nominal
             else f"{usage} of its {nominal} {flavour}")
-    return (f"{team} uses {held}, {left} short of its limit ({nominal} + {borrowing_limit} borrowed); "
-            f"this job needs {units}")
+    return (f"{team} uses {held}; this job needs {units}, and its borrowing limit of {borrowing_limit} leaves "
+            f"room for {left}")
 
 
 class QuotaClock:

@@ -150,9 +150,9 @@ QUOTA_WORDS = [
     # usage, nominal, borrowing limit, units asked → the words
     (24, 8, 16, 24, "fraud-ml uses all 8 of its h100 and 16 borrowed; this job needs 24 more"),
     (8, 8, 0, 8, "fraud-ml uses all 8 of its h100 and may not borrow; this job needs 8 more"),
-    (20, 8, 16, 8, "fraud-ml uses all 8 of its h100 and 12 borrowed, 4 short of its limit (8 + 16 borrowed); "
-                   "this job needs 8"),
-    (4, 8, 2, 8, "fraud-ml uses 4 of its 8 h100, 6 short of its limit (8 + 2 borrowed); this job needs 8"),
+    (20, 8, 16, 8, "fraud-ml uses all 8 of its h100 and 12 borrowed; this job needs 8, and its borrowing limit of "
+                   "16 leaves room for 4"),
+    (4, 8, 2, 8, "fraud-ml uses 4 of its 8 h100; this job needs 8, and its borrowing limit of 2 leaves room for 6"),
 ]
 
 
