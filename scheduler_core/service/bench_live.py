@@ -99,12 +99,19 @@ def command(db: str | None, cluster: str, teams_name: str, pending: int, running
             started = time.perf_counter()
             populate(store, pending=pending, running=running, seed=seed)
             fill = time.perf_counter() - started
+            # The first step after a start: a store opened afresh (no parsed specs or records cached), as a
+            # scheduler process that has just started sees it. It writes every pending job's wait and its event.
+            store.dispose()
+            store = open_store(url)
             controller = Controller(store, SimExecutor(), wait_for_everything, nodes=nodes)
             steps: list[float] = []
+            first_cpu = 0.0
             for i in range(repeat):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 controller.step(1e6 + i)
                 steps.append(time.perf_counter() - t0)
+                if i == 0:
+                    first_cpu = time.process_time() - c0
             live = LiveController(store, SimExecutor(), wait_for_everything, nodes=nodes, holder="bench",
                                   config=LiveConfig(tick_min_s=0.001, tick_max_s=0.002))
             lateness = asyncio.run(_loop_lag(live, repeat))
@@ -113,7 +120,8 @@ def command(db: str | None, cluster: str, teams_name: str, pending: int, running
             store.dispose()
     click.echo(f"{backend}: {len(nodes)} nodes, {pending} pending, {running} running "
                f"(filled in {fill:.1f} s, {(pending + running) / fill:.0f} submissions/s)")
-    click.echo(f"Controller.step (no admits): {_ms(steps[1:] or steps)}; first {steps[0] * 1e3:.1f} ms")
+    click.echo(f"Controller.step (no admits): {_ms(steps[1:] or steps)}; first after a start {steps[0] * 1e3:.1f} ms "
+               f"({first_cpu * 1e3:.0f} ms CPU)")
     mean_step = live.stats.step_seconds_total / max(live.stats.steps, 1)
     click.echo(f"LiveController stepping back to back: 10 ms timer lateness {_ms(lateness)} over {len(lateness)} "
                f"ticks; live steps mean {mean_step * 1e3:.1f} ms, max {live.stats.step_seconds_max * 1e3:.1f} ms")

@@ -41,7 +41,8 @@ def spec_to_json(spec: JobSpec) -> str:
 
 
 def spec_from_json(text: str) -> JobSpec:
-    return JobSpec.model_validate(json.loads(text))
+    # Straight from JSON in pydantic-core: a scheduler's first cycle after a start parses every pending spec.
+    return JobSpec.model_validate_json(text)
 
 
 def node_to_json(node: Node) -> str:

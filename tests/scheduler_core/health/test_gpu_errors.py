@@ -157,3 +157,17 @@ def test_a_cuda_error_makes_the_gpu_unusable() -> None:
     result = burnin.gpu_check(Torch, 0, size=8, seconds=0.1)
     assert (result.ok, result.exit_code) == (False, burnin.UNUSABLE)
     assert result.message == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_the_gpu_machine_script_runs_by_path_and_says_what_it_could_not_check(tmp_path: Path) -> None:
+    """``nvml_check.py`` is what runs on a GPU machine without Shoal's dependencies: here, with no NVML and no GPU,
+    it must still run (by path, nothing of Shoal's imported) and report failure rather than pass."""
+    script = BURNIN.with_name("nvml_check.py")
+    env = {"PATH": os.environ.get("PATH", ""), "OUT": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-I", str(script), "--seconds", "0.1"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    report = json.loads((tmp_path / "nvml_check.json").read_text())
+    if report["nvml"]["ok"]:
+        pytest.skip("this machine has NVML: the script's real run is the lead's, on the GPU machine")
+    assert done.returncode == 1 and report["ok"] is False and json.loads(done.stdout) == report
+    assert report["burnin"]["exit_code"] == burnin.UNUSABLE

@@ -155,3 +155,20 @@ def test_signals_are_counted_by_the_policys_reason() -> None:
     summary = summarise(simulate(tiny.workload(borrower, owner, overrun), "kueue",
                                  SimConfig(gpu_hours_per_failure=None)))
     assert summary["signals_by_reason"] == {"Reclaim": 1, "TimeLimit": 1}
+
+
+def test_a_repaired_node_rejoins_through_the_schedulers_burnin_as_in_the_live_loop() -> None:
+    """The simulator's failures take the live path: failed → repair, repaired → burn-in, and only the burn-in's
+    pass (``BURNIN_S`` later) makes a node ready, so work that needs it starts after that, not at the repair."""
+    from scheduler_core.model.job import Topology
+    from scheduler_core.sim.behaviour import BURNIN_S
+
+    big = tiny.job("big", at=200.0, gpus=24, work=600.0, topology=Topology(required="block"))
+    down = ("b0-n00", "b0-n01", "b1-n00", "b1-n01")   # no block keeps three working nodes
+    record = simulate(tiny.workload(big), "shoal", SimConfig(gpu_hours_per_failure=None),
+                      faults=[NodeFault(at=100.0, node=node, repair_at=5000.0) for node in down])
+
+    (admission,) = record.jobs[0].admissions
+    assert record.node_failures == 4
+    assert 5000.0 + BURNIN_S <= admission.at <= 5000.0 + BURNIN_S + 20.0   # within two ticks of the pass
+    assert record.jobs[0].final_state == "SUCCEEDED"
