@@ -205,6 +205,13 @@ def test_the_dashboard_shows_each_team_its_own_queue_logs_cluster_and_sweeps(sta
         assert page.locator("#objective-plot circle").count() == 3
         shot(page, SHOTS / "5-sweep.png")
 
+        # -- text from users is shown as text: a cancel reason with markup in it ---------------------------------
+        hostile = "<script>window.pwned = 1</script><b>bold</b>"
+        assert carol.http.post(f"/v1/jobs/{fragment}:cancel", json={"reason": hostile}).status_code == 202
+        page.goto(f"{stack.hub.url}/services/shoal/jobs/{fragment}")
+        assert hostile in page.inner_text("#events")
+        assert page.evaluate("window.pwned") is None and page.locator("#events b").count() == 0
+
         # -- a cancel that cancels -------------------------------------------------------------------------------
         page.goto(f"{stack.hub.url}/services/shoal/")
         page.locator(f"#waiting tr[data-job='{waiter}'] button.cancel").click()
