@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..config import load_cluster, load_teams
 from ..controller import ControllerConfig
 from ..executor.local import LocalExecutor
 from ..policy.types import Policy
+from ..runtime.node_lifecycle import HealthConfig
 from ..store.sql import open_store
 from .live import LiveConfig, LiveController
 
@@ -50,6 +52,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--standby-poll", type=float, default=defaults.standby_poll_s)
     parser.add_argument("--tick", type=float, nargs=2, default=(defaults.tick_min_s, defaults.tick_max_s),
                         metavar=("MIN", "MAX"))
+    health = HealthConfig()
+    parser.add_argument("--heartbeat-limit", type=float, default=health.heartbeat_limit_s, metavar="SECONDS",
+                        help="a node with no heartbeat for this long turns suspect")
+    parser.add_argument("--burnin-command", default=None, metavar="COMMAND",
+                        help="the burn-in a repaired or idle suspect node runs (default: executor/burnin.py)")
+    parser.add_argument("--burnin-time-limit", type=float, default=health.burnin_time_limit_s, metavar="SECONDS",
+                        help="a burn-in still running then counts as failed")
     return parser.parse_args(argv)
 
 
@@ -76,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         store, executor, load_policy(args.policy), nodes=nodes, holder=args.holder,
         config=LiveConfig(lease_ttl_s=args.lease_ttl, renew_every_s=args.renew_every,
                           standby_poll_s=args.standby_poll, tick_min_s=args.tick[0], tick_max_s=args.tick[1]),
-        controller_config=ControllerConfig(checkpoint_root=checkpoint_root))
+        controller_config=ControllerConfig(checkpoint_root=checkpoint_root, health=HealthConfig(
+            heartbeat_limit_s=args.heartbeat_limit, burnin_time_limit_s=args.burnin_time_limit,
+            burnin_command=tuple(shlex.split(args.burnin_command)) if args.burnin_command else None)))
     try:
         asyncio.run(serve(live))
     finally:

@@ -91,8 +91,8 @@ _CK = [checkpoints.c.step.label("ck_step"), checkpoints.c.uri.label("ck_uri"),
 _INSERT_EVENT = insert(events)
 #: Many events in one statement, their ids back in the order given (SQLAlchemy's "insertmanyvalues").
 _INSERT_EVENTS_RETURNING = insert(events).returning(events.c.id, sort_by_parameter_order=True)
-_SQLITE_SET_WAIT = ("UPDATE jobs SET wait_reason = ?, wait_message = ?, queue_position = ?, estimated_start = ?, "
-                    "room_wait_since = ?, room_waited_s = ? WHERE id = ?")
+_SET_WAIT = ("UPDATE jobs SET wait_reason = ?, wait_message = ?, queue_position = ?, estimated_start = ?, "
+             "room_wait_since = ?, room_waited_s = ? WHERE id = ?")
 #: One encoder for every event's data: ``json.dumps`` with options builds a new one per call, which a cycle's 2,000
 #: wait events would pay 2,000 times.
 _event_json = json.JSONEncoder(sort_keys=True, default=str).encode
@@ -395,18 +395,13 @@ class SqlStore(Store, TokenStore):
                 changes.append({"job": job_id, "wait_reason": reason.value, "wait_message": message,
                                 "queue_position": position, "estimated_start": estimated_start,
                                 "room_wait_since": since, "room_waited_s": waited_s})
-            if changes and not self.db.is_postgres:
+            if changes:
                 # The driver's own executemany: SQLAlchemy's per-row parameter processing would cost more than
                 # the 2,000 updates of a first cycle themselves.
-                conn.exec_driver_sql(_SQLITE_SET_WAIT, [
+                sql = _SET_WAIT.replace("?", "%s") if self.db.is_postgres else _SET_WAIT
+                conn.exec_driver_sql(sql, [
                     (c["wait_reason"], c["wait_message"], c["queue_position"], c["estimated_start"],
                      c["room_wait_since"], c["room_waited_s"], c["job"]) for c in changes])
-            elif changes:
-                conn.execute(update(jobs).where(jobs.c.id == bindparam("job")).values(
-                    wait_reason=bindparam("wait_reason"), wait_message=bindparam("wait_message"),
-                    queue_position=bindparam("queue_position"), estimated_start=bindparam("estimated_start"),
-                    room_wait_since=bindparam("room_wait_since"), room_waited_s=bindparam("room_waited_s")),
-                    changes)
             return self._insert_events(conn, events)
         return self.db.write(run)
 
