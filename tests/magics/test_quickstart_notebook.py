@@ -67,8 +67,9 @@ def test_quickstart_runs_end_to_end(shoal_server: ShoalServer, tmp_path: Path,
     assert any("quickstart-sleeper" in t and "CANCELLED" in t for t in titles)
 
     bad = cell_starting(nb, "%%gpujob --pods 0")
-    # IPython reports a UsageError as one line on stderr, without a traceback.
-    assert stream(bad, "stderr") == "UsageError: --pods 0: give at least 1 pod\n"
+    # IPython reports a UsageError on stderr without a traceback; every bad flag is named at once.
+    assert stream(bad, "stderr").startswith("UsageError: 2 problems with the flags:\n  --pods 0: give at least 1 "
+                                            "pod\n  --flavour 'tpu': unknown flavour 'tpu'")
     assert not list((workdir / ".shoal" / "jobs").glob("*/cell.py")) or all(
         "never submitted" not in p.read_text() for p in (workdir / ".shoal" / "jobs").glob("*/cell.py"))
     json.dumps(nb)  # the executed notebook is still valid JSON
