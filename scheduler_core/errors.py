@@ -63,3 +63,17 @@ class StaleLeader(ShoalError):
     """A write carried a fencing token older than the store's current lease epoch."""
 
     code = "stale_leader"
+
+
+class StoreUnavailable(ShoalError):
+    """The store cannot take writes (or answer at all) right now: its disk is full, its file is not writable, the
+    database server is down. Nothing was changed; the same request may be sent again later (HTTP 503)."""
+
+    code = "store_unavailable"
+
+
+class SpecNotLaunchable(ShoalError):
+    """The executor cannot start this job's pods because of the spec itself (an argv the OS refuses, a NUL byte):
+    every retry would fail the same way, so the job fails now, on its own budget, not the infrastructure's."""
+
+    code = "not_launchable"

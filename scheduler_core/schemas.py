@@ -15,7 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .model.job import JobSpec
-from .model.sweep import Choice, SweepSpec
+from .model.sweep import INT64_MAX, Choice, Finite, SweepSpec
+from .model.text import Text500, Text4000
 
 #: Job states, as the store keeps them (``scheduler_core.store.records.JobState``; a test keeps the two equal).
 JobStateName = Literal["PENDING", "ADMITTED", "RUNNING", "TERMINATING",
@@ -372,8 +373,8 @@ class AddTrialRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    number: int = Field(ge=0)
-    params: dict[str, Choice]
+    number: int = Field(ge=0, le=2 ** 31 - 1, strict=True)
+    params: dict[str, Choice] = Field(max_length=100)
     env: dict[str, str] = Field(default_factory=dict, description="added to the trial job's env (API URL, token)")
 
 
@@ -381,15 +382,15 @@ class FinishTrialRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state: Literal["COMPLETE", "PRUNED", "FAILED"]
-    value: float | None = None
-    message: str = Field(default="", max_length=4000)
+    value: Finite | None = None
+    message: Text4000 = ""
 
 
 class FinishSweepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state: Literal["SUCCEEDED", "FAILED", "CANCELLED"]
-    message: str = Field(default="", max_length=4000)
+    message: Text4000 = ""
 
 
 class IdleClockRequest(BaseModel):
@@ -414,17 +415,28 @@ class ReportRequest(BaseModel):
     """``POST /v1/jobs/{id}:report`` from a trial: ``{"step": 3, "value": 0.41}`` or ``{"value": 0.39,
     "final": true}``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # The document says what the validator below does: an intermediate report (final absent or false) has a step.
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"anyOf": [
+        {"required": ["final"], "properties": {"final": {"const": True}}},
+        {"required": ["step"], "properties": {"step": {"type": "integer"}}}]})
 
-    step: int | None = Field(default=None, ge=0)
-    value: float = Field(allow_inf_nan=False)
-    final: bool = False
+    step: int | None = Field(default=None, ge=0, le=INT64_MAX, strict=True)
+    value: Finite
+    final: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _step_unless_final(self) -> ReportRequest:
         if not self.final and self.step is None:
             raise ValueError("an intermediate report needs a step; a final one says \"final\": true")
         return self
+
+
+class CancelRequest(BaseModel):
+    """The optional body of ``POST /v1/jobs/{id}:cancel``: why (kept in the job's ``CancelRequested`` event)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reason: Text500 = ""
 
 
 class ReportResponse(_Body):
@@ -434,7 +446,7 @@ class ReportResponse(_Body):
 
 
 __all__ = [
-    "AddTrialRequest", "BestTrial", "FINISHED_SWEEP_STATES", "FinishSweepRequest", "FinishTrialRequest",
+    "AddTrialRequest", "BestTrial", "CancelRequest", "FINISHED_SWEEP_STATES", "FinishSweepRequest", "FinishTrialRequest",
     "ReportRequest", "ReportResponse", "SweepList", "SweepStateName", "SweepView", "TrialCounts", "TrialList",
     "TrialStateName", "TrialView",
     "AdmittedAsName", "CheckpointView", "ErrorDetail", "ErrorResponse", "EventList", "EventView", "FINISHED_STATES",

@@ -3,13 +3,14 @@
 400 the request itself is malformed (not JSON, a bad query parameter or header); 401 no valid token; 403 a valid
 token that may not do this; 404 no such thing; 409 a conflict with the current state (a repeated
 ``Idempotency-Key`` with another body, cancelling a finished job); 422 a well-formed body that is invalid;
-503 this server is not the scheduler's leader any more. Anything unexpected is 500 with no internals shown.
+503 this server is not the scheduler's leader any more, or the store cannot take writes now (with ``Retry-After``;
+nothing was stored). Anything unexpected is 500 with no internals shown.
 """
 
 from __future__ import annotations
 
-from ..errors import (ConfigError, Conflict, Forbidden, NotFound, ShoalError, StaleLeader, Unauthorized,
-                      ValidationFailed)
+from ..errors import (ConfigError, Conflict, Forbidden, NotFound, ShoalError, StaleLeader, StoreUnavailable,
+                      Unauthorized, ValidationFailed)
 from ..schemas import ErrorDetail, ErrorResponse
 
 
@@ -34,8 +35,13 @@ _STATUS: tuple[tuple[type[ShoalError], int], ...] = (
     (Conflict, 409),
     (ValidationFailed, 422),
     (StaleLeader, 503),
+    (StoreUnavailable, 503),
     (ConfigError, 500),
 )
+
+
+#: What a 503 for a store outage tells the client to wait before trying again.
+RETRY_AFTER_S = 5
 
 
 def status_of(error: ShoalError) -> int:

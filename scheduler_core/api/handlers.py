@@ -19,13 +19,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import BaseModel
 
 from ..auth.tokens import Identity
-from ..errors import NotFound, ShoalError, Unauthorized
-from ..schemas import FINISHED_STATES, IdleClockRequest, LogChunk
+from ..errors import NotFound, ShoalError, StoreUnavailable, Unauthorized
+from ..model.sweep import INT64_MAX
+from ..schemas import FINISHED_STATES, CancelRequest, IdleClockRequest, LogChunk
 from ..store.records import JobState
+from . import body
 from .auth import Authenticator, CookieAuthenticator, bearer_token
-from .errors import BadRequest, error_body, plain_error, status_of
+from .errors import RETRY_AFTER_S, BadRequest, error_body, plain_error, status_of
 from .logs import LogReader
-from .service import ACTIVE_STATES, ApiService
+from .service import ACTIVE_STATES, MAX_EVENTS, ApiService
+from .sweeps import parse
 
 log = logging.getLogger("shoal.api")
 T = TypeVar("T")
@@ -91,26 +94,23 @@ class BaseHandler(tornado.web.RequestHandler):
 
     # -- request parsing ----------------------------------------------------------------------------------------
     def json_body(self) -> Any:
-        raw = self.request.body
-        if not raw.strip():
-            raise BadRequest("the request body is empty; send the job spec as a JSON object", code="invalid_json")
-        try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+        """The decoded body, checked for what no field can take (``api.body``)."""
+        return body.decode(self.request.body)
 
-    def int_arg(self, name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+    def int_arg(self, name: str, default: int | None = None, *, minimum: int = 0,
+                maximum: int = INT64_MAX) -> int | None:
+        """A whole-number query parameter within ``[minimum, maximum]`` (by default a non-negative int64: what
+        the store's integer columns hold)."""
         value = self.get_query_argument(name, None)
         if value is None or value == "":
             return default
-        try:
-            number = int(value)
-        except ValueError:
-            raise BadRequest(f"query parameter {name} must be a whole number, got {value!r}",
-                             fields={name: "expected a whole number"}) from None
-        if number < minimum:
-            raise BadRequest(f"query parameter {name} must be ≥ {minimum}, got {number}",
-                             fields={name: f"must be ≥ {minimum}"})
+        if not (value.isascii() and value.lstrip("-").isdigit()) or len(value) > 20:
+            raise BadRequest(f"query parameter {name} must be a whole number from {minimum} to {maximum}, got "
+                             f"{value[:40]!r}", fields={name: "expected a whole number"})
+        number = int(value)
+        if not minimum <= number <= maximum:
+            raise BadRequest(f"query parameter {name} must be from {minimum} to {maximum}, got {number}",
+                             fields={name: f"must be from {minimum} to {maximum}"})
         return number
 
     def time_arg(self, name: str) -> float | None:
@@ -144,14 +144,24 @@ class BaseHandler(tornado.web.RequestHandler):
             self.set_status(status_of(error))
             if isinstance(error, Unauthorized):
                 self.set_header("WWW-Authenticate", 'Bearer realm="shoal"')
-            body = error_body(error)
+            if isinstance(error, StoreUnavailable):
+                self.set_header("Retry-After", str(RETRY_AFTER_S))
+            reply = error_body(error)
         elif isinstance(error, tornado.web.HTTPError) and status_code < 500:
-            body = plain_error(_HTTP_CODES.get(status_code, "bad_request"),
-                               error.log_message or self._reason or "bad request")
+            if status_code == 405:
+                self.set_header("Allow", ", ".join(self.allowed_methods()))
+            reply = plain_error(_HTTP_CODES.get(status_code, "bad_request"),
+                                error.log_message or self._reason or "bad request")
         else:
-            body = plain_error("internal", "internal error; the server log has the details")
+            reply = plain_error("internal", "internal error; the server log has the details")
         self.set_header("Content-Type", "application/json")
-        self.finish(body.model_dump_json())
+        self.finish(reply.model_dump_json())
+
+    def allowed_methods(self) -> list[str]:
+        """The methods this handler implements (tornado's defaults answer 405), for the ``Allow`` header."""
+        return [method for method in self.SUPPORTED_METHODS
+                if getattr(type(self), method.lower(), None) is not getattr(tornado.web.RequestHandler,
+                                                                             method.lower(), None)]
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         if isinstance(value, ShoalError):
@@ -168,22 +178,22 @@ def parse_time(value: str, name: str) -> float:
         if len(value) == 10:
             moment = datetime.combine(date.fromisoformat(value), dtime(0), tzinfo=timezone.utc)
         else:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=timezone.utc)
-    except ValueError:
+        return moment.timestamp()
+    except (ValueError, OverflowError):
         raise BadRequest(f"query parameter {name} must be an ISO-8601 date or time such as 2026-10-27 or "
                          f"2026-10-27T14:20:00Z, got {value!r}", fields={name: "expected an ISO-8601 date or time"}
                          ) from None
-    return moment.timestamp()
 
 
 class JobsHandler(BaseHandler):
     async def post(self) -> None:
         key = self.request.headers.get("Idempotency-Key")
-        if key is not None and not (0 < len(key) <= _MAX_KEY and key.isprintable()):
-            raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable characters",
-                             fields={"Idempotency-Key": "1–255 printable characters"})
+        if key is not None and not (0 < len(key) <= _MAX_KEY and key.isascii() and key.isprintable()):
+            raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable ASCII characters",
+                             fields={"Idempotency-Key": "1–255 printable ASCII characters"})
         payload = self.json_body()
         reply = await self.call_write(self.ctx.service.submit, self.identity, payload, idempotency_key=key)
         mount = self.request.path[:-len("/v1/jobs")]  # "" on the direct port, the hub service's prefix under it
@@ -223,12 +233,7 @@ class JobCancelHandler(BaseHandler):
         """An optional body ``{"reason": "..."}`` says why (at most 500 characters); it is kept with the job."""
         reason = ""
         if self.request.body.strip():
-            body = self.json_body()
-            value = body.get("reason", "") if isinstance(body, dict) else None
-            if not isinstance(value, str) or len(value) > 500:
-                raise BadRequest("the cancel body is {\"reason\": \"...\"} with at most 500 characters",
-                                 fields={"reason": "a string of at most 500 characters"})
-            reason = value.strip()
+            reason = parse(CancelRequest, self.json_body(), "cancel request").reason.strip()
         self.send(await self.call_write(self.ctx.service.cancel, self.identity, job_id, reason), 202)
 
 
@@ -269,7 +274,7 @@ class EventsHandler(BaseHandler):
     async def get(self) -> None:
         job_id = self.get_query_argument("job_id", None) or None
         after = self.int_arg("after")
-        limit = self.int_arg("limit", 100, minimum=1)
+        limit = self.int_arg("limit", 100, minimum=1, maximum=MAX_EVENTS)
         assert limit is not None
         self.send(await self.call(self.ctx.service.events, self.identity, job_id=job_id, after=after, limit=limit))
 

@@ -35,7 +35,7 @@ from .metrics import FreeShape, allocations, free_shapes
 #: What ``shoal queue`` shows by default: everything not finished.
 ACTIVE_STATES: tuple[JobState, ...] = tuple(s for s in JobState if not s.finished)
 _HOLDING = tuple(s for s in JobState if s.holds_units)
-_MAX_EVENTS = 1000
+MAX_EVENTS = 1000
 
 
 class InvalidSpec(ValidationFailed):
@@ -191,7 +191,7 @@ class ApiService:
         admin. ``next_after`` is where the next page starts, even when the caller could read none of this one."""
         if job_id is not None:
             self._visible_job(identity, job_id)
-        limit = max(1, min(limit, _MAX_EVENTS))
+        limit = max(1, min(limit, MAX_EVENTS))
         shown: list[Event] = []
         cursor = after
         # Non-admins skip other teams' events; read on (a bounded number of pages) until the page is full.

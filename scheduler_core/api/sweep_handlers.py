@@ -34,15 +34,15 @@ class SweepBaseHandler(BaseHandler):
 class SweepsHandler(SweepBaseHandler):
     async def post(self) -> None:
         key = self.request.headers.get("Idempotency-Key")
-        if key is not None and not (0 < len(key) <= _MAX_KEY and key.isprintable()):
-            raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable characters",
-                             fields={"Idempotency-Key": "1–255 printable characters"})
+        if key is not None and not (0 < len(key) <= _MAX_KEY and key.isascii() and key.isprintable()):
+            raise BadRequest(f"Idempotency-Key must be 1–{_MAX_KEY} printable ASCII characters",
+                             fields={"Idempotency-Key": "1–255 printable ASCII characters"})
         payload = self.json_body()
         self.send(await self.call(self.sweeps.create, self.identity, payload, idempotency_key=key), 202)
 
     async def get(self) -> None:
         team = self.get_query_argument("team", None) or None
-        limit = self.int_arg("limit", 100, minimum=1)
+        limit = self.int_arg("limit", 100, minimum=1, maximum=10000)
         assert limit is not None
         self.send(await self.call(self.sweeps.list, self.identity, team=team, states=self.sweep_states_arg(),
                                   limit=limit))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
+#: No duration a spec names is longer than this (a year and a day); beyond it a number is a mistake, not a plan.
+MAX_DURATION_S = 366 * 86400.0
+#: The string forms, as a JSON Schema pattern (the OpenAPI document states it; ``parse_duration`` also takes
+#: upper-case units and inner spaces).
+DURATION_PATTERN = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h|d|w)?([0-9]+(\.[0-9]+)?(ms|s|m|h|d|w))*$"
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -17,16 +23,18 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as '90s', '30m', '12h' or '3d', not a boolean")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"duration must be a finite number of seconds, got {value}")
         if value < 0:
             raise ValueError(f"duration must not be negative, got {value}")
+        if value > MAX_DURATION_S:
+            raise ValueError(f"duration must be at most {MAX_DURATION_S:.0f}s (366d), got {value:g}s")
         return float(value)
     text = str(value).strip().replace(" ", "")
     if not text:
         raise ValueError("expected a duration such as '90s', '30m', '12h' or '3d', got an empty string")
-    try:
-        return parse_duration(float(text))
-    except ValueError:
-        pass
+    if re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text):
+        return parse_duration(float(text))   # a number of seconds, as text (not "inf" or "nan")
     pos, total = 0, 0.0
     for match in _PART.finditer(text):
         if match.start() != pos:
@@ -35,7 +43,7 @@ def parse_duration(value: str | int | float) -> float:
         pos = match.end()
     if pos != len(text) or pos == 0:
         raise ValueError(f"expected a duration such as '90s', '30m', '12h', '1h30m' or '3d', got {value!r}")
-    return total
+    return parse_duration(total)
 
 
 def format_instant(epoch_s: float) -> str:

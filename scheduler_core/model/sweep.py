@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from .job import CheckpointPolicy, Duration, JobKind, JobSpec, PriorityClass, Topology
+from .job import (CheckpointPolicy, Command, Env, FlavourList, JobKind, JobSpec, Labels, PriorityClass, TimeLimit,
+                  Topology)
 from .team import TeamName
+from .text import Text512, Text1024
 
 #: Environment variables every trial job gets, besides the job contract's own.
 ENV_TRIAL_PARAMS = "SHOAL_TRIAL_PARAMS"      # the trial's parameters as a JSON object
@@ -35,7 +37,13 @@ MAX_PARALLELISM = 1_000
 MAX_GRID = 1_000_000
 
 ParamName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")]
-Choice = bool | int | float | str
+#: Bounds of a parameter's numbers: integers within int64, floats finite (JSON numbers beyond are refused).
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+MAX_FLOAT = 1.7976931348623157e308
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX, strict=True)]
+Finite = Annotated[float, Field(ge=-MAX_FLOAT, le=MAX_FLOAT, allow_inf_nan=False, strict=True)]
+#: A choice as it appears in a trial's env and on its command line (bounded, so a trial's argv stays small).
+Choice = Annotated[bool, Field(strict=True)] | Int64 | Finite | Text1024
 
 
 class FloatParam(BaseModel):
@@ -44,10 +52,10 @@ class FloatParam(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["float"] = "float"
-    low: float
-    high: float
-    log: bool = False
-    step: float | None = Field(default=None, gt=0)
+    low: Finite
+    high: Finite
+    log: bool = Field(default=False, strict=True)
+    step: Finite | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _range(self) -> Self:
@@ -61,6 +69,8 @@ class FloatParam(BaseModel):
             raise ValueError("give either log or step, not both")
         if self.step is not None:
             count = (self.high - self.low) / self.step
+            if not math.isfinite(count) or count > 2 ** 53:
+                raise ValueError(f"[low, high] holds too many steps of {self.step} to count; use a larger step")
             if abs(count - round(count)) > 1e-9 * max(1.0, count):
                 raise ValueError(f"high - low ({self.high - self.low}) is not a multiple of step ({self.step})")
         return self
@@ -72,6 +82,9 @@ class FloatParam(BaseModel):
         if not self.low <= value <= self.high:
             return f"{value} is outside [{self.low}, {self.high}]"
         return None
+
+    def grid_size(self) -> int | None:
+        return None if self.step is None else round((self.high - self.low) / self.step) + 1
 
     def grid(self) -> list[Choice] | None:
         if self.step is None:
@@ -87,10 +100,10 @@ class IntParam(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["int"] = "int"
-    low: int
-    high: int
-    log: bool = False
-    step: int = Field(default=1, ge=1)
+    low: Int64
+    high: Int64
+    log: bool = Field(default=False, strict=True)
+    step: int = Field(default=1, ge=1, le=INT64_MAX, strict=True)
 
     @model_validator(mode="after")
     def _range(self) -> Self:
@@ -110,6 +123,9 @@ class IntParam(BaseModel):
         if not self.low <= value <= self.high:
             return f"{value} is outside [{self.low}, {self.high}]"
         return None
+
+    def grid_size(self) -> int:
+        return (self.high - self.low) // self.step + 1
 
     def grid(self) -> list[Choice]:
         return list(range(self.low, self.high + 1, self.step))
@@ -138,6 +154,9 @@ class CategoricalParam(BaseModel):
         if not any(type(value) is type(c) and value == c for c in self.choices):
             return f"{value!r} is not one of {list(self.choices)}"
         return None
+
+    def grid_size(self) -> int:
+        return len(self.choices)
 
     def grid(self) -> list[Choice]:
         return list(self.choices)
@@ -201,16 +220,17 @@ class TpeSampler(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["tpe"] = "tpe"
-    seed: int | None = None
-    n_startup_trials: int = Field(default=10, ge=0, le=MAX_TRIALS, description="random trials before TPE models")
-    multivariate: bool = False
+    seed: int | None = Field(default=None, ge=0, le=2 ** 32 - 1, strict=True)
+    n_startup_trials: int = Field(default=10, ge=0, le=MAX_TRIALS, strict=True,
+                                  description="random trials before TPE models")
+    multivariate: bool = Field(default=False, strict=True)
 
 
 class RandomSampler(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["random"] = "random"
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=2 ** 32 - 1, strict=True)
 
 
 class GridSampler(BaseModel):
@@ -219,7 +239,7 @@ class GridSampler(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["grid"] = "grid"
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=2 ** 32 - 1, strict=True)
 
 
 Sampler = Annotated[TpeSampler | RandomSampler | GridSampler, BeforeValidator(_by_name), Field(discriminator="name")]
@@ -231,18 +251,20 @@ class MedianPruner(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["median"] = "median"
-    n_startup_trials: int = Field(default=5, ge=0, description="trials that finish before any is pruned")
-    n_warmup_steps: int = Field(default=0, ge=0, description="steps of each trial before it may be pruned")
-    interval_steps: int = Field(default=1, ge=1)
+    n_startup_trials: int = Field(default=5, ge=0, le=MAX_TRIALS, strict=True,
+                                  description="trials that finish before any is pruned")
+    n_warmup_steps: int = Field(default=0, ge=0, le=INT64_MAX, strict=True,
+                                description="steps of each trial before it may be pruned")
+    interval_steps: int = Field(default=1, ge=1, le=INT64_MAX, strict=True)
 
 
 class HyperbandPruner(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["hyperband"] = "hyperband"
-    min_resource: int = Field(default=1, ge=1)
-    max_resource: int | Literal["auto"] = "auto"
-    reduction_factor: int = Field(default=3, ge=2)
+    min_resource: int = Field(default=1, ge=1, le=INT64_MAX, strict=True)
+    max_resource: Annotated[int, Field(ge=1, le=INT64_MAX, strict=True)] | Literal["auto"] = "auto"
+    reduction_factor: int = Field(default=3, ge=2, le=1000, strict=True)
 
     @model_validator(mode="after")
     def _range(self) -> Self:
@@ -270,20 +292,20 @@ class TrialTemplate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
     priority_class: PriorityClass = PriorityClass.STANDARD
-    flavour: tuple[str, ...]
-    pods: int = 1
-    gpus_per_pod: int = 1
-    cpus_per_pod: int | None = None
-    memory_gb_per_pod: int | None = None
+    flavour: FlavourList
+    pods: int = Field(default=1, ge=1, le=1024, strict=True)
+    gpus_per_pod: int = Field(default=1, ge=1, le=56, strict=True)
+    cpus_per_pod: int | None = Field(default=None, ge=1, le=1024, strict=True)
+    memory_gb_per_pod: int | None = Field(default=None, ge=1, le=16384, strict=True)
     topology: Topology | None = None
-    image: str | None = None
-    command: tuple[str, ...]
-    env: dict[str, str] = Field(default_factory=dict)
-    time_limit: Duration = 86400.0
-    preemptible: bool = True
+    image: Text512 | None = None
+    command: Command
+    env: Env = Field(default_factory=dict)
+    time_limit: TimeLimit = 86400.0
+    preemptible: bool = Field(default=True, strict=True)
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
-    max_restarts: int = 3
-    labels: dict[str, str] = Field(default_factory=dict)
+    max_restarts: int = Field(default=3, ge=0, le=1000, strict=True)
+    labels: Labels = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -311,14 +333,14 @@ class SweepSpec(BaseModel):
     team: TeamName
     search_space: dict[ParamName, Param] = Field(min_length=1, max_length=100)
     objective: Objective = Field(default_factory=Objective)
-    n_trials: int = Field(ge=1, le=MAX_TRIALS)
-    parallelism: int = Field(default=1, ge=1, le=MAX_PARALLELISM)
+    n_trials: int = Field(ge=1, le=MAX_TRIALS, strict=True)
+    parallelism: int = Field(default=1, ge=1, le=MAX_PARALLELISM, strict=True)
     sampler: Sampler = Field(default_factory=TpeSampler)
     pruner: Pruner = Field(default_factory=MedianPruner)
     max_failed_trials: int | None = Field(
-        default=None, ge=1, description="stop the sweep (FAILED) once this many trials have failed; none: never")
+        default=None, ge=1, le=MAX_TRIALS, strict=True, description="stop the sweep (FAILED) once this many trials have failed; none: never")
     trial: TrialTemplate
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _grid_fits(self) -> Self:
@@ -326,10 +348,10 @@ class SweepSpec(BaseModel):
             return self
         size = 1
         for name, param in self.search_space.items():
-            values = param.grid()
-            if values is None:
+            count = param.grid_size()   # counted, not listed: a step of 1e-300 must not build the list
+            if count is None:
                 raise ValueError(f"the grid sampler needs a step for float parameter {name!r}")
-            size *= len(values)
+            size *= count
             if size > MAX_GRID:
                 raise ValueError(f"the grid has more than {MAX_GRID:,} points")
         if self.n_trials > size:

@@ -27,4 +27,4 @@ def test_every_route_the_server_has_is_documented(api: Harness) -> None:
     assert set(doc["paths"]) == {r for r in routes if r.startswith("/v1/") and r != "/v1/openapi.json"}
     assert len(doc["paths"]) == 23  # 11 + GET /v1/jobs/{job_id}/logs (magics) + 7 for sweeps + 3 node actions + :idle
     submit = doc["paths"]["/v1/jobs"]["post"]
-    assert set(submit["responses"]) == {"202", "400", "401", "403", "409", "422"}
+    assert set(submit["responses"]) == {"202", "400", "401", "403", "409", "422", "503"}
