@@ -273,6 +273,7 @@ class JobContext:
         self._control_seen = 0
         self._control_read_at = float("-inf")
         self.keep = keep
+        self._verified: dict[tuple[int, int, tuple[tuple[str, int, int], ...]], bool] = {}
         self._clock = clock
         self._wall_clock = wall_clock
         self._stop = threading.Event()
@@ -408,12 +409,33 @@ class JobContext:
         self._last_save = self._clock()
 
     def _prune(self, storage: _Storage, keep_step: int) -> None:
+        """Keep the newest ``keep`` checkpoints that verify (the one just written among them); remove the rest,
+        and every corrupt one: a corrupt manifest is no checkpoint, so it never takes a good one's place."""
         if self.keep <= 0:
             return
-        published = storage.manifests()
-        for step, path in published[self.keep:]:
-            if step != keep_step:
+        good = 0
+        for step, path in storage.manifests():
+            if step == keep_step:
+                good += 1
+            elif good >= self.keep or not self._verifies(storage, step, path):
                 storage.remove(step, path)
+            else:
+                good += 1
+
+    def _verifies(self, storage: _Storage, step: int, path: Path) -> bool:
+        """Whether a published checkpoint verifies. Each is hashed once per process while its files stay as they
+        were (same sizes and mtimes), so pruning after every save does not re-read ``keep`` checkpoints' data."""
+        try:
+            directory = storage.step_dir(step)
+            files = sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns)
+                           for entry in directory.iterdir()) if directory.is_dir() else []
+            key = (step, path.stat().st_mtime_ns, tuple(files))
+        except OSError:
+            return False
+        known = self._verified.get(key)
+        if known is None:
+            known = self._verified[key] = storage.verify(step, path) is not None
+        return known
 
     def _report(self, record: Mapping[str, object]) -> None:
         """Append one JSON line to the report file; a single ``write`` of a short line under O_APPEND is atomic."""

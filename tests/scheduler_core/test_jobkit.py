@@ -329,3 +329,40 @@ def test_module_functions_install_handlers_that_chain(tmp_path: Path, monkeypatc
     finally:
         signal.signal(signal.SIGUSR1, previous)
         signal.signal(signal.SIGTERM, previous_term)
+
+
+@pytest.mark.parametrize("corrupt", [corrupt_garbled_manifest, corrupt_flip_byte, corrupt_missing_file])
+def test_pruning_keeps_keep_good_checkpoints_and_drops_corrupt_ones(tmp_path: Path, corrupt: object) -> None:
+    """Steps 20 and 30 corrupt, then 11, 12, 13 saved (a job resumed from 10): the good 11–13 are kept, not the
+    corrupt two in their place."""
+    ctx = make_ctx(tmp_path, keep=3)
+    ckpt = tmp_path / "ckpt"
+    for step in (10, 20, 30):
+        ctx.save(step, {"model.pt": b"state %d" % step})
+    for step in (20, 30):
+        # The corruption helpers damage step 2; point them at these steps by renaming around them.
+        (ckpt / f"manifest-{step:010d}.json").rename(ckpt / "manifest-0000000002.json")
+        (ckpt / f"step-{step:010d}").rename(ckpt / "step-0000000002")
+        doc = json.loads((ckpt / "manifest-0000000002.json").read_text())
+        doc["step"] = 2
+        (ckpt / "manifest-0000000002.json").write_text(json.dumps(doc))
+        corrupt(ckpt)  # type: ignore[operator]
+        manifest = ckpt / "manifest-0000000002.json"
+        try:
+            doc = json.loads(manifest.read_text())
+            doc["step"] = step   # only the helper's damage is left
+            manifest.write_text(json.dumps(doc))
+        except ValueError:
+            pass
+        manifest.rename(ckpt / f"manifest-{step:010d}.json")
+        (ckpt / "step-0000000002").rename(ckpt / f"step-{step:010d}")
+    resumed = make_ctx(tmp_path, keep=3)
+    first = resumed.resume()
+    assert first is not None and first.step == 10
+    for step in (11, 12, 13):
+        resumed.save(step, {"model.pt": b"state %d" % step})
+    kept = sorted(int(p.name[9:19]) for p in ckpt.glob("manifest-*.json"))
+    assert kept == [11, 12, 13]
+    assert sorted(p.name for p in ckpt.glob("step-*")) == [f"step-{s:010d}" for s in (11, 12, 13)]
+    latest = make_ctx(tmp_path).resume()
+    assert latest is not None and latest.read("model.pt") == b"state 13"
