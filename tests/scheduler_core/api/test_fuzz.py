@@ -1,0 +1,56 @@
+"""Schemathesis against a running API (SQLite store, a valid token): no 5xx, and every answer as the document says.
+
+Seeded and bounded (examples per operation, a wall-clock limit), so a failure reproduces with the same command:
+the test prints it. Checks: all of Schemathesis's but ``positive_data_acceptance``, which expects every
+schema-valid body to be accepted; a spec can be well formed and still impossible here (an unknown team, a flavour
+this cluster lacks, more GPUs than it has), and those are 422 by design (``api.limits``), documented as such.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .harness import Harness
+
+pytestmark = pytest.mark.slow
+
+SEED = 18
+EXAMPLES = 10
+CHECKS_EXCLUDED = "positive_data_acceptance"
+
+
+def _st() -> str:
+    beside = Path(sys.executable).with_name("st")
+    found = str(beside) if beside.exists() else shutil.which("st")
+    if found is None:
+        pytest.skip("schemathesis is not installed (pip install -e '.[test]')")
+    return found
+
+
+@pytest.mark.parametrize("api", ["sqlite"], indirect=True)
+@pytest.mark.timeout(900)
+def test_schemathesis_finds_no_server_error_and_no_nonconformance(api: Harness, tmp_path: Path) -> None:
+    command = [
+        _st(), "run", f"{api.url}/v1/openapi.json", "--url", api.url,
+        "--header", f"Authorization: Bearer {api.users['alice']}",
+        "--checks", "all", "--exclude-checks", CHECKS_EXCLUDED,
+        "--max-examples", str(EXAMPLES), "--seed", str(SEED), "--workers", "2",
+        # No "examples" phase: the document has few, and drawing them tripped a CPython 3.11 AST recursion bug
+        # inside Hypothesis (a SystemError in the generator, not an answer of the API).
+        "--phases", "coverage,fuzzing", "--max-response-time", "60", "--request-timeout", "30", "--no-shrink",
+        # Hypothesis's own health checks are about the generator (the specs' 128 KiB strings are large and slow to
+        # draw), not the API; they would end the fuzzing phase before it asks anything.
+        "--suppress-health-check", "all",
+        "--report", "junit", "--report-dir", str(tmp_path / "report"),
+    ]
+    env = {**os.environ, "NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=840, env=env, cwd=tmp_path)
+    shown = " ".join(command).replace(api.users["alice"], "$TOKEN")
+    assert done.returncode == 0, f"{shown}\n{done.stdout[-12000:]}\n{done.stderr[-2000:]}"
+    assert "No issues found" in done.stdout or " passed" in done.stdout, done.stdout[-3000:]
