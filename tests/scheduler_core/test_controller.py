@@ -16,9 +16,9 @@ from scheduler_core.executor.base import LaunchRequest
 from scheduler_core.executor.sim import SimBehaviour, SimExecutor
 from scheduler_core.job_env import master_port
 from scheduler_core.model import Health, JobSpec
-from scheduler_core.policy.decisions import PreemptReason
+from scheduler_core.policy.decisions import CycleResult, PreemptReason, Reserve
 from scheduler_core.policy.fairshare import decay
-from scheduler_core.policy.snapshot import AdmittedAs, PolicyConfig
+from scheduler_core.policy.snapshot import AdmittedAs, PolicyConfig, Snapshot
 from scheduler_core.store.memory import MemoryStore
 from scheduler_core.store.records import CheckpointRecord, JobRecord, JobState
 from scheduler_core.young_daly import gang_mtbf_s, young_daly_interval_s
@@ -416,6 +416,32 @@ def test_waits_are_recorded_and_logged_when_the_reason_changes() -> None:
     assert world.events(blocked) == [("wait", "WaitingForCapacity")]
     world.run_until(world.is_(blocked, JobState.SUCCEEDED))
     assert world.job(big).state is JobState.SUCCEEDED
+
+
+class ReservingPolicy(GreedyPolicy):
+    """The greedy policy, reserving ``nodes`` for each job named in ``reserve`` from ``start_at``."""
+
+    def __init__(self, reserve: dict[str, float]) -> None:
+        super().__init__()
+        self.reserve = reserve
+
+    def __call__(self, snapshot: Snapshot, now: float) -> CycleResult:
+        result = super().__call__(snapshot, now)
+        result.reservations.extend(Reserve(job_id, "h100", tuple(B1), start_at)
+                                   for job_id, start_at in self.reserve.items())
+        return result
+
+
+def test_a_reservation_event_says_when_in_words_not_epoch_seconds() -> None:
+    world = World()
+    world.policy = ReservingPolicy({})
+    world.controller = world.new_controller()
+    waiting = world.submit(make_spec("big").pods(1, 8).build())
+    world.policy.reserve[waiting] = 1_793_062_805.0   # 2026-10-27T01:00:05Z
+    world.step(0.0)
+    [event] = [e for e in world.store.events(job_id=waiting) if e.kind == "reserve"]
+    assert event.message == "4 h100 nodes from 2026-10-27 01:00:05Z"
+    assert event.data["start_at"] == 1_793_062_805.0
 
 
 # -- leadership and recovery ---------------------------------------------------------------------------------------
