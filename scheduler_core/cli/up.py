@@ -295,7 +295,7 @@ def _announce(options: UpOptions, port: int, node_count: int, team_names: list[s
     click.echo("Get a token and submit a job, in another terminal:")
     click.echo(f"  export SHOAL_URL={url}")
     click.echo(f"  export SHOAL_TOKEN=$(shoal token create --team {team_names[0]}{flags})")
-    click.echo("  shoal submit deploy/examples/two-pods.yaml && shoal queue")
+    click.echo("  shoal submit deploy/examples/two-pods.yaml && shoal queue    # then: shoal logs -f JOB_ID")
     if admin_token is not None:
         click.echo(f"An admin token (shown once, may act on every team): {admin_token}")
     click.echo(f"Metrics: {url}/metrics   API document: {url}/v1/openapi.json   Stop: Ctrl-C")
