@@ -227,7 +227,7 @@ def _dashboard(service: Any, hub_tokens: Any, hub_api_url: str, service_token: s
     oauth = hub_oauth(hub_api_url=hub_api_url, service_name=SERVICE_NAME, service_token=service_token)
     return dashboard_app_arguments(service, oauth, HubCookies(oauth, hub_tokens),
                                    cookie_secret=_kept_secret(state_dir / "dashboard-cookie-secret"),
-                                   admin_services=ADMIN_SERVICES, logs=logs)
+                                   admin_services=ADMIN_SERVICES, logs=logs, service_name=SERVICE_NAME)
 
 
 def _kept_secret(path: Path) -> bytes:

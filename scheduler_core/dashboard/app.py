@@ -19,11 +19,13 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 def dashboard_app_arguments(service: ApiService, oauth: Any, cookies: HubCookies, *, cookie_secret: bytes,
                             admin_services: Collection[str] = (), logs: LogReader | None = None,
-                            prefix: str = "/services/shoal/") -> dict[str, Any]:
-    """What ``api.make_app`` takes to serve the dashboard beside the API: its routes, the hub cookie for the API's
-    reads, and the tornado settings the pages need (templates, the cookie signing secret)."""
+                            service_name: str = "shoal") -> dict[str, Any]:
+    """What ``api.make_app`` takes to serve the dashboard beside the API, at ``/services/SERVICE_NAME/``: its
+    routes, the hub cookie for the API's reads, and the tornado settings the pages need (templates, the cookie
+    signing secret)."""
+    prefix = f"/services/{service_name}/"
     ctx = DashboardContext(service=service, oauth=oauth, prefix=prefix, admin_services=frozenset(admin_services),
-                           logs=logs)
+                           logs=logs, service_name=service_name)
     routes: list[tuple[str, Any, dict[str, Any]]] = [
         (prefix + "oauth_callback", OAuthCallbackHandler, {"oauth": oauth}),
         *dashboard_routes(ctx),

@@ -36,6 +36,7 @@ class DashboardContext:
     prefix: str
     admin_services: frozenset[str] = frozenset()
     logs: LogReader | None = None
+    service_name: str = "shoal"
 
     @property
     def sweeps(self) -> SweepService:
@@ -69,7 +70,7 @@ class DashboardHandler(HubOAuthenticated, tornado.web.RequestHandler):  # type: 
                 self.redirect(self.get_login_url())
                 return
             raise tornado.web.HTTPError(403, "log in through the hub first")
-        identity = identity_from_hub_model(model, service_name="shoal", teams=self.dash.service.teams,
+        identity = identity_from_hub_model(model, service_name=self.dash.service_name, teams=self.dash.service.teams,
                                            admin_services=self.dash.admin_services)
         if identity is None:
             raise tornado.web.HTTPError(403, f"hub user {model.get('name')!r} is in no team of this cluster")
