@@ -36,6 +36,8 @@ from .node_lifecycle import HealthConfig, NodeLook, Signal, next_health, plan
 log = logging.getLogger(__name__)
 
 BURNIN_PREFIX = "burnin-"
+#: Healths ``plan`` may act on without a heartbeat or a GPU error (an idle suspect node, a burn-in due or running).
+_WATCHED = frozenset({Health.SUSPECT, Health.BURNIN})
 #: The built-in burn-in (``scheduler_core.executor.burnin``): its exit codes, worded for the node's reason.
 BURNIN_EXIT_MEANING = {2: "a matrix product came out wrong", 3: "a GPU is much slower than its peers",
                        4: "a GPU could not be used"}
@@ -162,13 +164,20 @@ class HealthKeeper:
         the jobs that hold units (a node any of them is on is busy). Returns (and keeps) the transitions made."""
         self._watch(now)
         assert self._watching_since is not None
+        errors = self._new_gpu_errors(now)
+        # Only nodes something can happen to: suspect or in burn-in, judged by heartbeats, or with new GPU errors
+        # (the simulator's 512 ready nodes without heartbeats cost nothing per step).
+        records = [record for record in self.store.list_nodes()
+                   if record.health in _WATCHED or record.heartbeat_at is not None or record.node.name in errors]
+        if not records:
+            return []
         busy = {pod.node for record in holding if record.placement is not None for pod in record.placement.pods}
-        records = {record.node.name: record for record in self.store.list_nodes()}
-        looks = [NodeLook(name, record.health, record.heartbeat_at, name in busy,
-                          self._active[name].started_at if name in self._active else None)
-                 for name, record in records.items()]
-        decided = plan(looks, now=now, config=self.config, watching_since=self._watching_since,
-                       gpu_errors=self._new_gpu_errors(now))
+        held = {name for name, report in self.executor.node_health(now).items() if report.health is not Health.READY}
+        looks = [NodeLook(record.node.name, record.health, record.heartbeat_at, record.node.name in busy,
+                          self._active[record.node.name].started_at if record.node.name in self._active else None,
+                          record.node.name in held)
+                 for record in records]
+        decided = plan(looks, now=now, config=self.config, watching_since=self._watching_since, gpu_errors=errors)
         made: list[Transition] = []
         for move in decided.moves:
             moved = self.signal(move.node, move.signal, move.message, now)

@@ -97,14 +97,17 @@ class HealthConfig:
 
 @dataclass(frozen=True, slots=True)
 class NodeLook:
-    """One node as ``plan`` sees it: its health, its newest heartbeat, whether jobs hold units on it, and when its
-    burn-in started (``None``: none runs)."""
+    """One node as ``plan`` sees it: its health, its newest heartbeat, whether jobs hold units on it, when its
+    burn-in started (``None``: none runs), and whether the executor's backend itself judges it unfit right now
+    (Kubernetes: a condition, a taint, a cordon). A node the backend holds gets no burn-in: it comes back when the
+    backend says so (``CLUSTER_READY``), since a check that passed would be undone by the backend's next word."""
 
     name: str
     health: Health
     heartbeat_at: float | None
     busy: bool
     burnin_started_at: float | None = None
+    held_by_cluster: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +145,7 @@ def plan(nodes: Iterable[NodeLook], *, now: float, config: HealthConfig, watchin
         if move is not None:
             moves.append(move)
             health = next_health(health, move.signal) or health
-        if health is B and not node.busy and node.burnin_started_at is None:
+        if health is B and not node.busy and not node.held_by_cluster and node.burnin_started_at is None:
             launch.append(node.name)
     return Plan(tuple(moves), tuple(launch))
 
@@ -162,5 +165,5 @@ def _candidates(node: NodeLook, now: float, config: HealthConfig, watching_since
         if ran >= config.burnin_time_limit_s:
             yield Move(node.name, Signal.BURNIN_TIMED_OUT,
                        f"burn-in still running after {ran:.0f}s (limit {config.burnin_time_limit_s:g}s)")
-    if node.health is S and not node.busy:
+    if node.health is S and not node.busy and not node.held_by_cluster:
         yield Move(node.name, Signal.IDLE_SUSPECT, "idle while suspect: running a burn-in")

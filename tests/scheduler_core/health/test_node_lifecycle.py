@@ -57,8 +57,8 @@ CONFIG = HealthConfig(heartbeat_limit_s=60.0, burnin_time_limit_s=300.0)
 
 
 def look(health: Health = R, *, beat: float | None = 1000.0, busy: bool = False,
-         burnin: float | None = None) -> NodeLook:
-    return NodeLook("n0", health, beat, busy, burnin)
+         burnin: float | None = None, held: bool = False) -> NodeLook:
+    return NodeLook("n0", health, beat, busy, burnin, held)
 
 
 # (case, node, now, GPU errors) → the plan
@@ -81,6 +81,8 @@ PLANS = [
     ("burn-in at its limit: failed", look(B, beat=1290.0, burnin=1000.0), 1300.0, {},
      Plan((Move("n0", Signal.BURNIN_TIMED_OUT, "burn-in still running after 300s (limit 300s)"),))),
     ("repair is left to the operator", look(X, beat=0.0), 9e9, {"n0": "x"}, Plan()),
+    ("a suspect node the cluster holds waits for the cluster's word", look(S, held=True), 1001.0, {}, Plan()),
+    ("no burn-in on a node the cluster holds", look(B, held=True), 1001.0, {}, Plan()),
 ]
 
 
