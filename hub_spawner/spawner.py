@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -152,8 +151,8 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
 
     @default("cmd")
     def _default_cmd(self) -> list[str]:
-        return [shutil.which("jupyterhub-singleuser") or os.path.join(os.path.dirname(sys.executable),
-                                                                      "jupyterhub-singleuser")]
+        # ``jupyterhub-singleuser`` less the import that was most of its start (see ``hub_spawner.singleuser``).
+        return [sys.executable, "-m", "hub_spawner.singleuser"]
 
     @default("options_form")
     def _default_options_form(self) -> Any:
