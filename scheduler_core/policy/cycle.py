@@ -1173,8 +1173,14 @@ class _Cycle:
         holdings = [(end_of(job), job.request.team, job.placement.flavour, job.request.units)
                     for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
         clock = QuotaClock(self.ledger, self._base_usage, holdings)
-        for row in self._holdings:
-            clock.add(*row)
+        # What this cycle started holds quota for as long as it is likely to run. Reservations are left out:
+        # the promise timeline counts their quota as held from now (safe for backfill), which would tell every
+        # job of the cohort it waits hours for quota a reservation only takes later.
+        for job in self._admitted:
+            if job.admitted_as is not AdmittedAs.SCAVENGER:
+                clock.add(end_of(job), job.request.team, job.placement.flavour, job.request.units)
+        for request, slot in self._victim_slots:
+            clock.add(slot.start + expected_duration(request, runtimes), request.team, slot.flavour, request.units)
         return timeline, clock
 
     def plan_waits(self) -> None:
