@@ -24,6 +24,12 @@ Definitions (the report repeats them):
 * **placement_violations**: admissions of a whole-GPU job of G ≥ one block's GPUs (256 on the reference cluster)
   spread over more than ceil(G / block) blocks: a 256-GPU job outside one block, a 1,024-GPU job over four.
 * **gpu_hours_lost**: work done since the last checkpoint and thrown away by a failure or a preemption.
+* **eta_error_p50_s** / **eta_error_p90_s**: how far estimated starts were from the truth. For every measured job
+  that waited at least 5 minutes, the estimate it was given at submission and the one it held at each hour of its
+  first wait, each against its first admission: ``|estimate - start|`` over all those readings (``sim.eta``).
+  ``eta_readings`` counts them, ``eta_unknown_readings`` those with no estimate (``easy`` gives one only to its
+  reserved job and those behind it, as ``squeue --start``; ``fifo`` and ``kueue`` give none), ``eta_early_share``
+  the share that promised a start sooner than it came.
 * **fairness_jain**: Jain's index over teams of min(1, used ÷ entitled GPU-hours), where used is what the team's
   measured jobs held inside the window, and entitled the smaller of the team's nominal quota over the window and
   the work its measured jobs asked for in it (a team that asked for less than its quota is owed only what it
