@@ -20,7 +20,10 @@ After the reference document's festive-sale rush (virtual time 0 is Monday 00:00
   **critical band** (priority ``critical``, non-preemptible, within the fleet's nominal quota), so at night its 192
   idle GPUs are lent to the cohort and every morning the borrowers on them are preempted to checkpoint. Replicas
   are quota, not pinned nodes: a reclaim may take any H100 node a borrower holds.
-* warm-up: Sunday from 12:00 has Monday's kind of traffic (not measured).
+* **the night queue**: each evening 20:00–23:00 teams submit preemptible evaluations and fine-tunes (8–64
+  H100s, ending between 06:30 and 08:30, past the reclaim) until the night (01:00–06:00) offers the reference
+  H100s plus the fleet's 192 lent GPUs, so the lent GPUs are borrowed and the reclaim has borrowers to preempt;
+* warm-up: Sunday from 12:00 has Monday's kind of traffic and Sunday night's queue (not measured).
 
 ``days`` shortens the week for tests (the surge then falls on the middle days there are). Every draw comes from
 ``numpy.random.default_rng(seed)``: one seed, one week.
@@ -54,6 +57,12 @@ ALWAYS_ON = 8
 RAMP = 7 * HOUR
 RECLAIM = (RAMP - HOUR, RAMP - 0.5 * HOUR)
 SCALE_DOWN = (23.5 * HOUR, 24.5 * HOUR)
+#: The night queue: evaluations and fine-tunes submitted 20:00–23:00 to run overnight (ending 06:30–08:30), enough to
+#: keep the reference H100s and the fleet's lent GPUs full over 01:00–06:00.
+NIGHT_SUBMIT = (20 * HOUR, 23 * HOUR)
+NIGHT_SPAN = (1 * HOUR, 6 * HOUR)
+NIGHT_END = (6.5 * HOUR, 8.5 * HOUR)
+NIGHT_GPUS = ((8, 0.4), (16, 0.3), (32, 0.2), (64, 0.1))
 
 
 def surge_days(days: int) -> list[int]:
@@ -113,6 +122,8 @@ def festive_week(cluster: ClusterConfig, teams: TeamsConfig, seed: int = 0, days
         if d in surge:
             drafts += _surge(rng, who.fraud, d)
     factors = _calibrate(drafts, capacity, targets, days)
+    for night in range(-1, days - 1):
+        drafts += _night_queue(rng, who, drafts, factors, capacity["h100"], night, days)
     drafts += _inference(rng, days)
 
     jobs = [gen.finish(d, factors[_day_of(d, days)].get(d.flavour, 1.0), "festive") for d in drafts]
@@ -129,6 +140,8 @@ def festive_week(cluster: ClusterConfig, teams: TeamsConfig, seed: int = 0, days
                     for d in range(days)) + ".",
         f"fraud-ml's surge on day(s) {', '.join(map(str, surge))}: {SURGE_PER_DAY} fine-tunes of 16–128 GPUs a "
         "day, 09:00–14:00.",
+        "a night queue each evening 20:00–23:00 (preemptible, 8–64 H100s, ending 06:30–08:30) fills 01:00–06:00 "
+        "to the reference H100s plus the fleet's lent GPUs.",
         f"the inference fleet ({INFERENCE_NODES} H100 nodes, team {INFERENCE_TEAM!r}, nominal {INFERENCE_NODES * 8},"
         f" lends all of it): {ALWAYS_ON} replicas all week, {INFERENCE_NODES - ALWAYS_ON} more each day from a "
         "critical-band reclaim at 06:00–06:30 (30–60 min before the 07:00 ramp) to a 23:30–00:30 scale-down.",
@@ -157,6 +170,35 @@ def _calibrate(drafts: list[Draft], capacity: dict[str, int], targets: list[floa
         span = (d * DAY + OFFICE[0], d * DAY + OFFICE[1])
         factors.append(gen.calibrate(drafts, capacity, targets[d], span, scaled=scaled, factor_of=earlier))
     return factors
+
+
+def _night_queue(rng: np.random.Generator, who: gen.Teams, drafts: list[Draft], factors: list[dict[str, float]],
+                 h100: int, day: int, days: int) -> list[Draft]:
+    """Preemptible overnight H100 work submitted on the evening of ``day``, drawn until the night after it
+    (01:00–06:00, office-day work already scaled) offers the reference H100s plus what the fleet lends: with
+    the cohort's own work only, half the cluster idles at night and nobody borrows the fleet's GPUs. Each job
+    ends by 08:30 if it never waits, so the office hours' calibration is untouched."""
+    span = ((day + 1) * DAY + NIGHT_SPAN[0], (day + 1) * DAY + NIGHT_SPAN[1])
+    mine = [d for d in drafts if d.flavour == "h100"]
+    work = np.array([d.work * (factors[_day_of(d, days)].get("h100", 1.0) if d.scalable else 1.0) for d in mine])
+    load = gen.span_load(np.array([d.submit for d in mine]), work, np.array([d.units for d in mine], dtype=float),
+                         span)
+    goal = h100 + (INFERENCE_NODES - ALWAYS_ON) * 8
+    out: list[Draft] = []
+    while load < goal and len(out) < 2000:
+        team = who.pick(rng)
+        gpus = gen.choose(rng, NIGHT_GPUS)
+        at = day * DAY + float(rng.uniform(*NIGHT_SUBMIT))
+        run = (day + 1) * DAY + float(rng.uniform(*NIGHT_END)) - at
+        pods = max(1, gpus // 8)
+        out.append(Draft(
+            id=f"night-{'warm' if day < 0 else f'd{day}'}-{len(out):03d}", team=team.name, kind=JobKind.BATCH,
+            flavour="h100", pods=pods, per_pod=min(gpus, 8), submit=at, work=run, scalable=False,
+            topology=Topology(preferred="block") if pods > 1 else None, preemptible=True,
+            priority=PriorityClass.STANDARD, cost=10.0 + 20.0 * float(rng.random()), limit_factor=1.5,
+            limit_round=HOUR, measured=day >= 0))
+        load += gpus * max(min(at + run, span[1]) - max(at, span[0]), 0.0) / (span[1] - span[0])
+    return out
 
 
 def _surge(rng: np.random.Generator, team: str, day: int) -> list[Draft]:
