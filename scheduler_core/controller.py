@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .errors import Conflict, NotFound, ShoalError, StaleLeader
-from .executor.base import Executor, LaunchRequest, PodEvent, PodEventKind
+from .errors import Conflict, NotFound, SpecNotLaunchable, StaleLeader
+from .executor.base import CANNOT_START, Executor, LaunchRequest, PodEvent, PodEventKind
 from .job_env import default_checkpoint_uri, gang_env, nodes_of
 from .model.cluster import Node
 from .model.durations import format_instant
@@ -55,6 +55,9 @@ class ControllerConfig:
     #: A rank whose last ``straggler_window`` step times are all ≥ this × its peers' median marks its node suspect.
     straggler_threshold: float = 1.2
     straggler_window: int = 5
+    #: Restarts for infrastructure faults (lost nodes, readiness timeouts, failed launches) before the job fails:
+    #: separate from ``max_restarts`` (DESIGN §3.3), and generous, but a job the cluster can never start stops.
+    max_infra_restarts: int = 50
     #: Failure rate behind the "auto" checkpoint interval (Llama 3: one interruption per ~50,700 GPU-hours).
     gpu_hours_per_interruption: float = GPU_HOURS_PER_INTERRUPTION
     #: The node lifecycle: heartbeat limit, burn-in command and time limit (``runtime.node_lifecycle``).
@@ -222,9 +225,12 @@ class Controller:
         self._event(EventKind.POD_EXIT, Why.EXIT_CODE, event.at, record,
                     f"rank {event.rank} exited {event.exit_code}", node=event.node,
                     data={"rank": event.rank, "exit_code": event.exit_code})
-        again = record.restarts < record.spec.max_restarts
+        # A command that could not even be started (no such executable) fails alike on every retry.
+        gang.cannot_start = bool(event.data.get(CANNOT_START))
+        again = record.restarts < record.spec.max_restarts and not gang.cannot_start
+        detail = f": {event.message}" if gang.cannot_start and event.message else ""
         self._stop(gang, Stop.OWN_FAULT, grace_s=0.0, requeue=again, now=now, report=report,
-                   message=f"rank {event.rank} exited {event.exit_code}")
+                   message=f"rank {event.rank} exited {event.exit_code}{detail}")
 
     def _on_failed(self, gang: Gang, event: PodEvent, now: float, report: StepReport) -> None:
         gang.ended[event.rank] = None
@@ -341,13 +347,16 @@ class Controller:
             except (Conflict, NotFound) as exc:
                 self._event(EventKind.ADMIT, Why.BIND_REJECTED, now, record, str(exc))
                 continue
-            if self._launch(bound, now):
+            launched = self._launch(bound, now)
+            if launched is JobState.RUNNING:
                 report.admitted.append(admit.job_id)
                 self._event(EventKind.ADMIT, admit.admitted_as, now, bound,
                             f"{admit.admitted_as} on {', '.join(admit.placement.nodes)}",
                             data={"nodes": list(admit.placement.nodes), "backfill": admit.backfill})
-            else:
+            elif launched is JobState.PENDING:
                 report.requeued.append(admit.job_id)
+            else:
+                report.finished[admit.job_id] = launched
         # The waits, their events and the reservations' events: one store call, one transaction on SQL stores.
         events = self._note_reservations(result, now)
         waits = [(w.job_id, w.reason, f"{w.message}; estimated start {w.estimate_note}" if w.estimate_note
@@ -361,8 +370,13 @@ class Controller:
         self.store.set_waits(waits, now, events=events)
         report.waits = len(waits)
 
-    def _launch(self, record: JobRecord, now: float) -> bool:
-        """Start the gang the store just bound. A launch the executor refuses is requeued as an infra fault."""
+    def _launch(self, record: JobRecord, now: float) -> JobState:
+        """Start the gang the store just bound; where the job went (RUNNING: launched).
+
+        A launch that fails because of the spec itself (``SpecNotLaunchable``: an argv the OS refuses, a NUL byte)
+        fails the job at once, on its own budget: every retry would fail the same way. Any other failure is the
+        infrastructure's: requeued, within ``max_infra_restarts``. Either way the units are released, so a failing
+        launch never holds GPUs, and a cancel answered meanwhile ends the job (the store sees to that)."""
         assert record.placement is not None
         spec = record.spec
         measured = record.last_checkpoint.cost_s if record.last_checkpoint is not None else None
@@ -378,13 +392,31 @@ class Controller:
             attempt=attempt, container_devices=self.executor.container_devices)
         try:
             self.executor.launch(request)
-        except (ShoalError, OSError) as exc:
-            self.store.release(record.id, state=JobState.PENDING, now=now, epoch=self.epoch, infra_fault=True,
-                               message=f"launch failed: {exc}")
-            self._event(EventKind.REQUEUE, Why.LAUNCH_FAILED, now, record, str(exc))
-            return False
+        except StaleLeader:
+            raise
+        except SpecNotLaunchable as exc:
+            return self._launch_failed(record, now, JobState.FAILED, f"cannot launch: {exc}", own_fault=True)
+        except Exception as exc:   # noqa: BLE001 - whatever the backend raised, the units must not stay held
+            if record.infra_restarts >= self.config.max_infra_restarts:
+                return self._launch_failed(record, now, JobState.FAILED,
+                                           f"launch failed: {exc}; infrastructure restart budget of "
+                                           f"{self.config.max_infra_restarts} spent")
+            return self._launch_failed(record, now, JobState.PENDING, f"launch failed: {exc}", infra_fault=True)
         self._gangs[record.id] = self._tracker(record, launched_at=now)
-        return True
+        return JobState.RUNNING
+
+    def _launch_failed(self, record: JobRecord, now: float, state: JobState, message: str, *,
+                       own_fault: bool = False, infra_fault: bool = False) -> JobState:
+        released = self.store.release(record.id, state=state, now=now, epoch=self.epoch, message=message,
+                                      own_fault=own_fault, infra_fault=infra_fault)
+        self._account(record, now)
+        if released.state is JobState.PENDING:
+            self._event(EventKind.REQUEUE, Why.LAUNCH_FAILED, now, released, message)
+        else:
+            self._builder.forget(record.id)
+            self._event(EventKind.FINISH, Why.LAUNCH_FAILED, now, released, released.message,
+                        data={"exit_code": released.exit_code})
+        return released.state
 
     def _note_reservations(self, result: CycleResult, now: float) -> list[Event]:
         """The events of reservations that are new or changed (written with the cycle's waits)."""
@@ -420,6 +452,7 @@ class Controller:
                                       restart_block=out.restart_block, avoid_nodes=out.avoid_nodes)
         del self._gangs[gang.job_id]
         self._account(record, now)
+        state = released.state   # a cancel answered meanwhile turns a requeue into CANCELLED (Store.release)
         if state is JobState.PENDING:
             report.requeued.append(gang.job_id)
             self._event(EventKind.REQUEUE, why, now, released, released.message)
@@ -435,12 +468,19 @@ class Controller:
         (free restarts), then the job's own fault (bounded by ``max_restarts``), then the policy's stop."""
         codes = [code for code in gang.ended.values() if code is not None]
         exit_code = gang.first_bad_exit if gang.first_bad_exit is not None else (codes[0] if codes else None)
-        if gang.stop is Stop.CANCEL or (record.cancel_requested and gang.stop is None):
+        if gang.stop is Stop.CANCEL or record.cancel_requested:
             return _Outcome(JobState.CANCELLED, JobState.CANCELLED.value, exit_code, "cancelled")
         if gang.stop is not None and gang.stop.infra:
+            if record.infra_restarts >= self.config.max_infra_restarts:
+                return _Outcome(JobState.FAILED, JobState.FAILED.value, exit_code,
+                                f"{gang.message}; infrastructure restart budget of "
+                                f"{self.config.max_infra_restarts} spent")
             return _Outcome(JobState.PENDING, _INFRA_WHY[gang.stop], exit_code, gang.message, infra_fault=True,
                             restart_block=gang.restart_block, avoid_nodes=tuple(sorted(gang.avoid)))
         if gang.stop is Stop.OWN_FAULT:
+            if gang.cannot_start:
+                return _Outcome(JobState.FAILED, JobState.FAILED.value, exit_code,
+                                f"{gang.message}; not retried: the command cannot be started")
             if record.restarts < record.spec.max_restarts:
                 return _Outcome(JobState.PENDING, Why.OWN_FAULT, exit_code, gang.message, own_fault=True)
             return _Outcome(JobState.FAILED, JobState.FAILED.value, exit_code,

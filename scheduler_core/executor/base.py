@@ -3,7 +3,8 @@
 Contract (checked by ``tests/scheduler_core/executor_contract.py`` against every implementation):
 
 * ``launch`` starts every pod of a gang or raises (a ``ShoalError``) and leaves none running: a placement naming a
-  node the request does not describe, or a job id whose pods still run, is refused. Each pod's environment is
+  node the request does not describe, or a job id whose pods still run, is refused. ``SpecNotLaunchable`` when the
+  spec itself cannot be started (an argv or environment the OS refuses): the job fails without a retry. Each pod's environment is
   ``scheduler_core.job_env.pod_env(request, rank)``, never computed otherwise.
 * ``terminate(job, grace_s)`` delivers SIGTERM (or its equivalent) to every pod at once and a hard kill to any pod
   still alive ``grace_s`` later; ``grace_s == 0`` kills at once. Calling it again, after the gang ended, or for a
@@ -30,6 +31,11 @@ from typing import Mapping
 from ..model.cluster import Health, Node
 from ..model.job import JobSpec
 from ..policy.snapshot import Placement
+
+
+#: ``PodEvent.data`` key of an EXITED event whose command could not be started at all (no such executable, not
+#: executable): the job's own fault, and one no retry can mend.
+CANNOT_START = "cannot_start"
 
 
 class PodEventKind(StrEnum):

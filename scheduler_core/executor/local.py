@@ -27,6 +27,7 @@ with the wrapper and with later executor instances.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -35,15 +36,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, SpecNotLaunchable
 from ..job_env import pod_env
 from ..model.cluster import Node
 from . import procfs
-from .base import Executor, GpuErrorReport, LaunchRequest, PodEvent, PodEventKind
+from .base import CANNOT_START, Executor, GpuErrorReport, LaunchRequest, PodEvent, PodEventKind
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ WRAPPER = Path(__file__).with_name("podwrap.py")
 #: (SIGKILL) is kept whatever this says. It only delays stopping a job preempted in its first seconds, so it is
 #: generous: a Python job importing its framework on a loaded node takes well over 5 s to reach its handler.
 SIGTERM_STARTUP_WINDOW_S = 30.0
+#: ``execve`` failures caused by the spec's argv or environment, not by this machine.
+_SPEC_ERRNOS = frozenset({errno.E2BIG, errno.ENAMETOOLONG})
 KILLED = -signal.SIGKILL
 TERMINATED = -signal.SIGTERM
 
@@ -65,8 +68,12 @@ def _reap_detached() -> None:
 
 def _write_text(path: Path, text: str) -> None:
     temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temp.write_text(text)
-    os.replace(temp, path)
+    try:
+        temp.write_text(text)
+        os.replace(temp, path)
+    except OSError:
+        temp.unlink(missing_ok=True)   # a full disk leaves no half-written temporaries behind
+        raise
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -106,6 +113,26 @@ class _Pod:
                     json.dumps({"started": self.started_reported, "ended": self.ended_reported}))
 
 
+@dataclass(frozen=True, slots=True)
+class _End:
+    """How a pod ended, as its files say."""
+
+    kind: PodEventKind
+    exit_code: int | None
+    message: str
+    cannot_start: bool = False
+
+
+def _try_write(write: Callable[[], None]) -> bool:
+    """Run one state-file write; ``False`` (logged) when the disk refuses it, so the caller tries again later."""
+    try:
+        write()
+    except OSError as exc:
+        log.warning("a pod state file could not be written (tried again at the next poll): %s", exc)
+        return False
+    return True
+
+
 @dataclass(slots=True)
 class _Gang:
     job_id: str
@@ -114,6 +141,7 @@ class _Gang:
     pods: list[_Pod]
     report_offset: int = 0
     done: bool = False
+    unsaved: set[int] = field(default_factory=set)   # ranks whose reported.json could not be written yet
 
     @property
     def live(self) -> list[_Pod]:
@@ -203,6 +231,9 @@ class LocalExecutor(Executor):
                 pod.started_reported = pod.ended_reported = True
                 pod.save_reported()
             _write_text(gang_dir / "done", "launch failed")
+            if isinstance(exc, ValueError) or (isinstance(exc, OSError) and exc.errno in _SPEC_ERRNOS):
+                # The spec's own argv or environment (a NUL byte, more than the kernel takes): no retry helps.
+                raise SpecNotLaunchable(f"job {job_id}'s command and environment cannot be executed: {exc}") from exc
             if isinstance(exc, OSError):
                 raise Conflict(f"job {job_id} could not be launched: {exc}") from exc
             raise
@@ -424,7 +455,7 @@ class LocalExecutor(Executor):
         ends = {pod.rank: end for pod in live if (end := self._end_of(pod)) is not None}
         stopping = any(pod.has("term_requested") or pod.has("killed") for pod in gang.pods)
         if stopping and len(ends) < len(live):
-            ends = {rank: end for rank, end in ends.items() if end[0] is PodEventKind.FAILED}
+            ends = {rank: end for rank, end in ends.items() if end.kind is PodEventKind.FAILED}
         events: list[PodEvent] = []
         changed: set[int] = set()
         for pod in gang.pods:
@@ -436,25 +467,29 @@ class LocalExecutor(Executor):
                 changed.add(pod.rank)
                 events.append(PodEvent(gang.job_id, pod.rank, PodEventKind.STARTED, now, node=pod.node))
         events.extend(self._read_reports(gang, now))
-        for rank, (kind, code, message) in sorted(ends.items()):
+        for rank, end in sorted(ends.items()):
             pod = gang.pods[rank]
             pod.started_reported = True
             pod.ended_reported = True
             changed.add(rank)
             self._cleanup(pod)
-            events.append(PodEvent(gang.job_id, rank, kind, now, node=pod.node, exit_code=code, message=message))
-        for rank in changed:
-            gang.pods[rank].save_reported()
-        if not gang.live:
-            gang.done = True
-            _write_text(gang.dir / "done", repr(now))
+            events.append(PodEvent(gang.job_id, rank, end.kind, now, node=pod.node, exit_code=end.exit_code,
+                                   message=end.message, data={CANNOT_START: True} if end.cannot_start else {}))
+        # What was handed out is saved; a write the disk refuses (full) is tried again at the next poll, and the
+        # gang is kept until its "done" is written, so a later executor never reports these events twice.
+        gang.unsaved |= changed
+        for rank in sorted(gang.unsaved):
+            if _try_write(gang.pods[rank].save_reported):
+                gang.unsaved.discard(rank)
+        if not gang.live and not gang.unsaved:
+            gang.done = _try_write(lambda: _write_text(gang.dir / "done", repr(now)))
         return events
 
-    def _end_of(self, pod: _Pod) -> tuple[PodEventKind, int | None, str] | None:
+    def _end_of(self, pod: _Pod) -> _End | None:
         """How the pod ended, or ``None`` while it runs."""
         if pod.has("failed"):
             if pod.pid == 0 or not self._alive(pod):
-                return PodEventKind.FAILED, None, pod.marker("failed").read_text().strip()
+                return _End(PodEventKind.FAILED, None, pod.marker("failed").read_text().strip())
             return None
         exit_info = _read_json(pod.marker("exit.json"))
         if exit_info is None:
@@ -466,12 +501,14 @@ class LocalExecutor(Executor):
             code = int(exit_info["exit_code"])
             if pod.has("killed") and code == 0:
                 code = KILLED
-            return PodEventKind.EXITED, code, str(exit_info.get("how", ""))
+            return _End(PodEventKind.EXITED, code, str(exit_info.get("how", "")),
+                        cannot_start=bool(exit_info.get(CANNOT_START)))
         if pod.has("killed"):
-            return PodEventKind.EXITED, KILLED, "killed"
+            return _End(PodEventKind.EXITED, KILLED, "killed")
         if pod.has("term_sent"):
-            return PodEventKind.EXITED, TERMINATED, "terminated"
-        return PodEventKind.FAILED, None, "the pod vanished without recording an exit code (killed outside Shoal?)"
+            return _End(PodEventKind.EXITED, TERMINATED, "terminated")
+        return _End(PodEventKind.FAILED, None,
+                    "the pod vanished without recording an exit code (killed outside Shoal?)")
 
     def _alive(self, pod: _Pod) -> bool:
         if pod.pid == 0:
@@ -501,7 +538,7 @@ class LocalExecutor(Executor):
                                        not procfs.is_same_process(child, 0))
         if ready or wall - pod.launched_at >= self.sigterm_startup_window_s:
             procfs.signal_group(pod.pid, signal.SIGTERM, leader_start_ticks=pod.start_ticks)
-            _write_text(pod.marker("term_sent"), repr(wall))
+            _try_write(lambda: _write_text(pod.marker("term_sent"), repr(wall)))
 
     def _deliver_usr1(self, pod: _Pod) -> None:
         targets = [pid for pid in procfs.group_members(pod.pid, since_ticks=pod.start_ticks)
@@ -518,7 +555,8 @@ class LocalExecutor(Executor):
         if pod.pid == 0:
             return
         if not pod.has("killed"):
-            _write_text(pod.marker("killed"), repr(self._clock()))
+            # The kill goes out even when the disk is full; the marker only explains the exit code.
+            _try_write(lambda: _write_text(pod.marker("killed"), repr(self._clock())))
         procfs.signal_group(pod.pid, signal.SIGKILL, leader_start_ticks=pod.start_ticks)
         if pod.popen is not None:
             try:
@@ -561,7 +599,7 @@ class LocalExecutor(Executor):
             event = self._report_event(gang, line, now)
             if event is not None:
                 events.append(event)
-        _write_text(gang.dir / "reports.offset", str(gang.report_offset))
+        _try_write(lambda: _write_text(gang.dir / "reports.offset", str(gang.report_offset)))
         return events
 
     @staticmethod

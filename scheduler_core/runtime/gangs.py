@@ -46,6 +46,7 @@ class Gang:
     avoid: set[str] = field(default_factory=set)
     restart_block: str | None = None
     move_from: str | None = None               # a straggler's node, left at the job's next checkpoint
+    cannot_start: bool = False                 # a pod's command could not be started: never retried
     message: str = ""
 
     @property

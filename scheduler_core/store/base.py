@@ -107,7 +107,9 @@ class Store(ABC):
         Requeued: ``own_fault`` counts in ``restarts``, else ``infra_fault`` in ``infra_restarts``, else it is a
         preemption; ``restart_block`` and ``avoid_nodes`` replace the previous ones; placement is cleared,
         ``last_checkpoint`` and ``attained_gpu_s`` are kept. Finished: ``finished_at`` is set, placement kept for
-        the record. ``Conflict`` if the job holds no units or ``state`` is one that holds units."""
+        the record. A job whose cancel was requested is never requeued: asked for PENDING, it ends CANCELLED (the
+        cancel was answered, so it must outlive the stop that raced it). ``Conflict`` if the job holds no units or
+        ``state`` is one that holds units."""
 
     @abstractmethod
     def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float, *,

@@ -226,7 +226,13 @@ class MemoryStore(Store):
                 if self._held.get(unit) == job_id:
                     del self._held[unit]
             self._usage.append(self._usage_record(job, now))
-            if state is JobState.PENDING:
+            if state is JobState.PENDING and job.cancel_requested:
+                # A cancel answered while the gang stopped for another reason wins: requeueing would forget it.
+                released = dataclasses.replace(
+                    job, state=JobState.CANCELLED, finished_at=now, terminate_by=None, requeue_on_exit=False,
+                    exit_code=exit_code, message=f"cancelled ({message})" if message else "cancelled",
+                    checkpoint_requested=False)
+            elif state is JobState.PENDING:
                 released = dataclasses.replace(
                     job, state=state, queued_at=now, front_of_queue=True, placement=None, admitted_as=None,
                     admitted_at=None, labelled_at=None, started_at=None, terminate_by=None, requeue_on_exit=False,

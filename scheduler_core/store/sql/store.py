@@ -346,6 +346,13 @@ class SqlStore(Store, TokenStore):
                                                         allocations.c.released_at.is_(None)))
                          .values(released_at=now))
             conn.execute(insert(usage).values(self._usage_row(job, now)))
+            if state is JobState.PENDING and job.cancel_requested:
+                # A cancel answered while the gang stopped for another reason (a failed launch, a node lost)
+                # wins: requeueing would forget it.
+                return self._update_job(conn, job_id, state=JobState.CANCELLED.value, finished_at=now,
+                                        terminate_by=None, requeue_on_exit=False, exit_code=exit_code,
+                                        message=f"cancelled ({message})" if message else "cancelled",
+                                        checkpoint_requested=False)
             if state is JobState.PENDING:
                 return self._update_job(
                     conn, job_id, state=state.value, queued_at=now, front_of_queue=True, placement=None,
