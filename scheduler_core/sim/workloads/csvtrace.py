@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from ...errors import ShoalError
+from ...errors import ConfigError
 from ...model.cluster import ClusterConfig, capacity_by_flavour
 from ...model.flavours import FLAVOURS
 from ...model.job import CheckpointPolicy, JobKind, JobSpec, PriorityClass, Topology
@@ -50,15 +50,15 @@ class BadRow:
         return f"line {self.line}: {self.message}"
 
 
-class TraceError(ShoalError):
-    """A trace file cannot be replayed as it is; ``rows`` lists every bad row with its line number."""
+class TraceError(ConfigError):
+    """A trace file cannot be replayed as it is; ``rows`` lists every bad row with its line number. A kind of
+    ``ConfigError`` (the input is wrong, not the system), so the CLI exits 2 for it."""
 
     code = "invalid_trace"
 
     def __init__(self, path: str, message: str, rows: list[BadRow] | None = None) -> None:
-        self.path = path
         self.rows = list(rows or [])
-        super().__init__(f"{path}: {message}")
+        super().__init__(message, path=path)
 
 
 @dataclass(frozen=True, slots=True)
