@@ -66,8 +66,10 @@ class ApiLauncher(Launcher):
         self.tokens = tokens
 
     def active_sweeps(self) -> list[SweepInfo]:
+        # The most GET /v1/sweeps answers in one call (it refuses more with a 400): far beyond the sweeps
+        # running at once on any cluster.
         listed = self.client.sweeps(states=[SweepState.RUNNING.value, SweepState.CANCELLING.value],
-                                    limit=100_000)
+                                    limit=10_000)
         return [SweepInfo(v.sweep_id, v.spec, SweepState(v.state), v.user) for v in listed.sweeps]
 
     def trials(self, sweep_id: str) -> list[TrialInfo]:
