@@ -70,6 +70,25 @@ class Pool:
         self._block_pods: dict[int, int] = {}
         self.recount()
 
+    def copy(self) -> Pool:
+        """A working copy for one pass: free units and their aggregates are its own; the pool's fixed shape
+        (members, capacities, health, topology) is shared, and no pass changes it."""
+        clone = Pool.__new__(Pool)
+        for name in _POOL_SHARED:
+            setattr(clone, name, getattr(self, name))
+        clone.mask = list(self.mask)
+        clone.free = list(self.free)
+        clone.whole = dict(self.whole)
+        clone.whole_spare = dict(self.whole_spare)
+        clone.whole_leaf = dict(self.whole_leaf)
+        clone.bfree = dict(self.bfree)
+        clone.bfree_spare = dict(self.bfree_spare)
+        clone.free_units, clone.free_spare = self.free_units, self.free_spare
+        clone.free_unusable, clone.whole_unusable = self.free_unusable, self.whole_unusable
+        clone.buckets = [[set(bucket) for bucket in group] for group in self.buckets]
+        clone.holds = {}
+        return clone
+
     def block_pods(self, units_per_pod: int) -> int:
         """Pods of ``units_per_pod`` units the largest block holds when every node of it (spares included) is
         free: how many blocks a gang needs at the least is ``ceil(pods / block_pods)``."""
@@ -222,6 +241,11 @@ class Pool:
         return None
 
 
+#: What a pass never changes in a pool: shared by its working copies (``_block_pods`` is a pure cache).
+_POOL_SHARED = ("flavour", "per_gpu", "members", "pos", "cap", "usable", "spare", "small", "block", "leaf",
+                "blocks", "leaves", "has_spare", "max_cap", "uniform_cap", "_block_pods")
+
+
 #: Unit tuples → bit masks. Placements repeat a handful of unit sets ((0..7), (0,), (1, 2)…); a pure function
 #: of its key, so sharing it between cycles changes nothing but the time.
 _BITS: dict[tuple[int, ...], int] = {}
@@ -260,6 +284,22 @@ class Capacity:
                 self.free_mem[i] -= request.memory_gb_per_pod
         for pool in self.pools.values():
             pool.recount()
+
+    def copy(self) -> Capacity:
+        """A working copy for one pass (see ``Pool.copy``); the memo of placements' unit bits comes along."""
+        clone = Capacity.__new__(Capacity)
+        clone.nodes, clone.index, clone.block_names, clone.leaf_names = (
+            self.nodes, self.index, self.block_names, self.leaf_names)
+        clone.block_of, clone.leaf_of = self.block_of, self.leaf_of
+        clone.free_cpu = list(self.free_cpu)
+        clone.free_mem = list(self.free_mem)
+        clone.pools = {flavour: pool.copy() for flavour, pool in self.pools.items()}
+        clone._bits = dict(self._bits)
+        return clone
+
+    def forget(self, placement: Placement) -> None:
+        """Drop ``placement`` from the memo (a carried index forgets the jobs that left)."""
+        self._bits.pop(id(placement), None)
 
     def pod_bits(self, placement: Placement) -> list[tuple[int, int, int, tuple[int, ...]]]:
         """(global node, local node, unit bits, units) per pod of ``placement`` that lands on a known node.

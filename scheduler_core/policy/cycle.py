@@ -121,12 +121,17 @@ class _Cycle:
         self.snapshot = snapshot
         self.now = now
         self.config = snapshot.config
-        self.cap = Capacity(snapshot.nodes, snapshot.running)
-        self.ledger = QuotaLedger(snapshot.teams, snapshot.running)
+        if snapshot.carried is None:
+            self.cap = Capacity(snapshot.nodes, snapshot.running)
+            self.ledger = QuotaLedger(snapshot.teams, snapshot.running)
+            self.timeline = Timeline(self.cap, snapshot.running, now)
+            self.capacity_totals = cluster_capacity(snapshot.nodes)
+        else:                                # the same, brought up to date from the last pass's
+            working = snapshot.carried.working(snapshot.nodes, snapshot.teams, snapshot.running, now)
+            self.cap, self.ledger, self.timeline = working.cap, working.ledger, working.timeline
+            self.capacity_totals = working.totals
         self._base_usage = dict(self.ledger.usage)
-        self.timeline = Timeline(self.cap, snapshot.running, now)
         self.queues = team_queues(snapshot.pending, now, self.config)
-        self.capacity_totals = cluster_capacity(snapshot.nodes)
         self.alloc: dict[str, list[float]] = {}
         self._shares: dict[str, float] = {}
         self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], tuple[int, bool]] = {}

@@ -98,6 +98,34 @@ class QuotaLedger:
                     total += offer - borrowed
                 self.pool[(cohort, flavour)] = total
 
+    def copy(self, teams: Mapping[str, TeamState]) -> QuotaLedger:
+        """A working copy for one pass over ``teams`` (the same quotas and cohorts as this ledger's): usage and
+        pools as they are, versions and the log of changes empty, as a new ledger's are."""
+        clone = QuotaLedger.__new__(QuotaLedger)
+        clone.teams = teams
+        clone.usage = dict(self.usage)
+        clone.nominal_usage = dict(self.nominal_usage)
+        clone.pool = dict(self.pool)
+        clone.members = self.members
+        clone.version = {}
+        clone._extra_cache = {}
+        clone._changed = []
+        return clone
+
+    def count(self, job: RunningJob, sign: int) -> None:
+        """Add (+1) or take out (-1) a running job's usage, as the constructor counts it, without moving versions
+        or the log of changes (a carried index keeps its base ledger this way)."""
+        if job.admitted_as is AdmittedAs.SCAVENGER:
+            return
+        self._change(job.request.team, job.placement.flavour, sign * job.request.units, bump=False,
+                     nominal=job.admitted_as is AdmittedAs.NOMINAL)
+        self._changed.clear()
+        key = (job.request.team, job.placement.flavour)
+        if not self.usage.get(key):
+            self.usage.pop(key, None)
+        if not self.nominal_usage.get(key):
+            self.nominal_usage.pop(key, None)
+
     def terms(self, team: str, flavour: str, usage: int) -> tuple[int, int]:
         """(what ``team`` offers to lend, what it borrows) at ``usage``."""
         state = self.teams.get(team)

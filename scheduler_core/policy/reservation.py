@@ -89,12 +89,14 @@ class Timeline:
     """Per flavour and node, the instant each unit becomes free."""
 
     def __init__(self, cap: Capacity, running: Iterable[RunningJob], now: float,
-                 end_of: Callable[[RunningJob], float] | None = None) -> None:
+                 end_of: Callable[[RunningJob], float] | None = None,
+                 laid: dict[str, list[list[float]]] | None = None) -> None:
         """``end_of``: when each running job's units come back (default ``job_end``: by its time limit, a
-        promise; estimated starts pass what is likely instead, see ``estimates``)."""
+        promise; estimated starts pass what is likely instead, see ``estimates``).
+        ``laid``: the running jobs' units already laid down (``from_times``, which passes no ``running``)."""
         self.cap = cap
         self.now = now
-        self.times: dict[str, list[list[float]]] = {
+        self.times: dict[str, list[list[float]]] = laid if laid is not None else {
             flavour: [[now] * c for c in pool.cap] for flavour, pool in cap.pools.items()}
         self._sorted: dict[str, list[list[float] | None]] = {
             flavour: [None] * len(pool.cap) for flavour, pool in cap.pools.items()}
@@ -112,6 +114,12 @@ class Timeline:
                 for unit in units:
                     if unit < len(row):
                         row[unit] = until
+
+    @classmethod
+    def from_times(cls, cap: Capacity, times: dict[str, list[list[float]]], now: float) -> Timeline:
+        """A timeline whose running jobs are already laid down in ``times`` (flavour → pool node → unit →
+        when it is back, never before ``now``): what a carried index hands a pass."""
+        return cls(cap, (), now, laid=times)
 
     # -- updates -----------------------------------------------------------------------------------------------
 

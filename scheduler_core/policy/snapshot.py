@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..model.allocation import AdmittedAs as AdmittedAs, Placement as Placement, PodPlacement as PodPlacement
 from ..model.cluster import Health, Node
 from ..model.job import JobKind, JobSpec, PriorityClass, TopologyLevel
 from ..model.team import Quota, TeamConfig
+
+if TYPE_CHECKING:
+    from .carried import CarriedIndex
 
 
 class Band(IntEnum):
@@ -268,7 +271,9 @@ class Snapshot:
     """Everything one cycle may look at. Immutable: the cycle copies what it changes.
 
     ``plan``: the last plan, when the caller plans on its own cadence; ``None`` makes every cycle plan.
-    ``runtimes``: how long jobs really run, for estimated starts only."""
+    ``runtimes``: how long jobs really run, for estimated starts only.
+    ``carried``: the caller's index of the running jobs, kept from pass to pass (``policy.carried``); a cache
+    that changes no decision, so ``None`` (every pass builds its own) gives the same result, only slower."""
 
     nodes: tuple[NodeState, ...]
     teams: Mapping[str, TeamState]
@@ -277,3 +282,4 @@ class Snapshot:
     config: PolicyConfig = PolicyConfig()
     plan: Plan | None = None
     runtimes: RunTimes = RunTimes()
+    carried: CarriedIndex | None = field(default=None, compare=False, repr=False)

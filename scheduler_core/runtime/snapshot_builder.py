@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..model.cluster import Node
 from ..model.team import TeamConfig
+from ..policy.carried import CarriedIndex
 from ..policy.snapshot import (JobRequest, NodeState, PendingJob, PolicyConfig, RunningJob, RunTimes, Snapshot,
                                TeamState)
 from ..store.records import JobRecord, JobState, NodeRecord
@@ -30,6 +31,9 @@ class SnapshotBuilder:
         self._pending: dict[str, tuple[tuple[object, ...], PendingJob]] = {}
         self._running: dict[str, tuple[JobRecord, RunningJob]] = {}
         self._node_states: dict[str, tuple[Node, NodeState]] = {}
+        self._nodes: tuple[list[NodeRecord], tuple[NodeState, ...]] | None = None
+        #: The policy's index of the running jobs, carried from one snapshot's pass to the next.
+        self.carried = CarriedIndex()
 
     def request(self, record: JobRecord) -> JobRequest:
         """The job's ``JobRequest``, derived once per job: CPUs and memory default to the GPU's share of a node
@@ -58,13 +62,24 @@ class SnapshotBuilder:
         it has waited for room); without it the windows run from ``queued_at``. ``runtimes``: how long jobs
         really run, for estimated starts."""
         return Snapshot(
-            nodes=tuple(self._node_state(record) for record in nodes),
+            nodes=self._node_tuple(list(nodes)),
             teams={team.name: TeamState.from_config(team, decayed_usage.get(team.name)) for team in teams},
             pending=tuple(self._pending_job(record, now) for record in pending),
             running=tuple(self._running_job(record) for record in running),
             config=self.config,
             runtimes=runtimes,
+            carried=self.carried,
         )
+
+    def _node_tuple(self, records: list[NodeRecord]) -> tuple[NodeState, ...]:
+        """The same tuple as last time while the store hands back the same node records (``MemoryStore`` does
+        until a node changes), so the policy's carried index sees "no node changed" at once."""
+        last = self._nodes
+        if last is not None and len(last[0]) == len(records) and all(a is b for a, b in zip(last[0], records)):
+            return last[1]
+        states = tuple(self._node_state(record) for record in records)
+        self._nodes = (records, states)
+        return states
 
     def _node_state(self, record: NodeRecord) -> NodeState:
         cached = self._node_states.get(record.node.name)

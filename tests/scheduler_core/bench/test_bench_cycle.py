@@ -18,8 +18,9 @@ def test_json_report_names_the_sizes_and_the_timings(capsys: pytest.CaptureFixtu
     report = json.loads(capsys.readouterr().out)
     assert (report["pending"], report["nodes"], report["repeat"]) == (60, 64, 2)
     assert abs(report["running"] - 80) <= 20
-    for key in ("median_ms", "p95_ms", "plan_median_ms", "cpu_median_ms"):
+    for key in ("median_ms", "p95_ms", "plan_median_ms", "cpu_median_ms", "rebuild_median_ms"):
         assert report[key] > 0
+    assert report["same_decisions_as_rebuild"] is True
     assert report["waits"] + report["admits"] == report["pending"]
 
 

@@ -1,0 +1,203 @@
+"""The cycle's indexes of the running jobs, carried from one pass to the next instead of rebuilt.
+
+Every pass starts from the same three pictures of what runs: free units per node (``Capacity``), when each unit
+comes back (``Timeline``) and quota usage per team and cohort (``QuotaLedger``). Rebuilding them from the whole
+``Snapshot.running`` took half of a busy Tuesday's replay, although between two passes only a few jobs start,
+end, are signalled or relabelled. ``CarriedIndex`` keeps them as of the last pass it saw and brings them up to
+date from the difference: a ``RunningJob`` is immutable, and the snapshot builder hands back the very same object
+while nothing about a job changed, so a job whose object is new (admitted, signalled, relabelled, checkpointed)
+or gone (ended, requeued) is exactly what moved. The nodes (a health change) or the teams' quotas changing
+rebuild from scratch: both are rare.
+
+Each pass gets a working copy (``working``), which it changes as it admits and preempts; the carried base is
+never touched by a pass. The copy equals what ``Capacity(nodes, running)``, ``QuotaLedger(teams, running)`` and
+``Timeline(cap, running, now)`` build (a Hypothesis property checks it after every pass on random event
+sequences), so decisions are the same with or without it: it is a cache, and a ``Snapshot`` without one
+(``Snapshot.carried is None``) builds its indexes as before.
+
+Not thread-safe: one pass at a time, as the controller runs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .capacity import Capacity
+from .fairshare import cluster_capacity
+from .quota import QuotaLedger
+from .reservation import Timeline
+from .snapshot import NodeState, RunningJob, TeamState
+
+#: A free unit's "comes back at" in the carried timeline: any ``now`` is later.
+_FREE = -math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Working:
+    """One pass's own indexes: change them freely. ``totals``: ``cluster_capacity(nodes)``, shared (read only)."""
+
+    cap: Capacity
+    ledger: QuotaLedger
+    timeline: Timeline
+    totals: tuple[float, float, float]
+
+
+class CarriedIndex:
+    """Free units, unit end times and quota usage of the running jobs of the last snapshot seen."""
+
+    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_floating", "_totals", "rebuilds",
+                 "updates")
+
+    def __init__(self) -> None:
+        self._nodes: Sequence[NodeState] | None = None
+        self._teams: dict[str, tuple[str, Mapping[str, object]]] | None = None
+        self._jobs: dict[str, RunningJob] = {}
+        self._cap: Capacity | None = None
+        self._ledger: QuotaLedger | None = None
+        #: flavour → node position in the pool → unit → when the job holding it ends (``_FREE``: free).
+        self._ends: dict[str, list[list[float]]] = {}
+        #: Signalled jobs without a termination deadline: their end moves with ``now`` (``job_end``).
+        self._floating: dict[str, RunningJob] = {}
+        self._totals = (0.0, 0.0, 0.0)
+        #: How often the whole index was built, and how many job changes were applied (for tests and profiles).
+        self.rebuilds = 0
+        self.updates = 0
+
+    def working(self, nodes: Sequence[NodeState], teams: Mapping[str, TeamState], running: Sequence[RunningJob],
+                now: float) -> Working:
+        """This pass's own copies of the three indexes, for ``running`` on ``nodes`` at ``now``."""
+        if not self._same_nodes(nodes) or not self._same_teams(teams):
+            self._rebuild(nodes, teams, running)
+        else:
+            self._update(running)
+        assert self._cap is not None and self._ledger is not None
+        cap = self._cap.copy()
+        return Working(cap, self._ledger.copy(teams), self._timeline(cap, now), self._totals)
+
+    # -- keeping the base --------------------------------------------------------------------------------------
+
+    def _same_nodes(self, nodes: Sequence[NodeState]) -> bool:
+        known = self._nodes
+        if known is None:
+            return False
+        if known is nodes:
+            return True
+        if len(known) != len(nodes) or any(a is not b for a, b in zip(known, nodes)):
+            return False
+        self._nodes = nodes
+        return True
+
+    def _same_teams(self, teams: Mapping[str, TeamState]) -> bool:
+        known = self._teams
+        if known is None or len(known) != len(teams):
+            return False
+        for name, state in teams.items():
+            terms = known.get(name)
+            if terms is None or terms[0] != state.cohort or terms[1] != state.quotas:
+                return False
+        return True
+
+    def _rebuild(self, nodes: Sequence[NodeState], teams: Mapping[str, TeamState],
+                 running: Sequence[RunningJob]) -> None:
+        self.rebuilds += 1
+        self._nodes = nodes
+        self._teams = {name: (state.cohort, dict(state.quotas)) for name, state in teams.items()}
+        self._cap = Capacity(nodes, running)
+        self._totals = cluster_capacity(nodes)
+        self._ledger = QuotaLedger(teams, running)
+        self._ends = {flavour: [[_FREE] * c for c in pool.cap] for flavour, pool in self._cap.pools.items()}
+        self._jobs = {}
+        self._floating = {}
+        for job in running:
+            self._jobs[job.request.id] = job
+            self._set_ends(job, held=True)
+
+    def _update(self, running: Sequence[RunningJob]) -> None:
+        jobs = self._jobs
+        seen = 0
+        changed: list[RunningJob] = []
+        for job in running:
+            if jobs.get(job.request.id) is job:
+                seen += 1
+            else:
+                changed.append(job)
+        if seen == len(jobs) and not changed:
+            return
+        current = {job.request.id for job in running} if seen + len(changed) != len(jobs) or changed else None
+        for job in changed:
+            old = jobs.get(job.request.id)
+            if old is not None:
+                self._remove(old)
+        if current is not None:
+            for job_id in [job_id for job_id in jobs if job_id not in current]:
+                self._remove(jobs[job_id])
+        for job in changed:
+            self._add(job)
+
+    def _add(self, job: RunningJob) -> None:
+        assert self._cap is not None and self._ledger is not None
+        self.updates += 1
+        self._jobs[job.request.id] = job
+        self._cap.occupy(job.request, job.placement)
+        self._ledger.count(job, +1)
+        self._set_ends(job, held=True)
+
+    def _remove(self, job: RunningJob) -> None:
+        assert self._cap is not None and self._ledger is not None
+        self.updates += 1
+        del self._jobs[job.request.id]
+        self._cap.release(job.request, job.placement)
+        self._ledger.count(job, -1)
+        self._set_ends(job, held=False)
+        self._cap.forget(job.placement)
+
+    def _set_ends(self, job: RunningJob, *, held: bool) -> None:
+        assert self._cap is not None
+        rows = self._ends.get(job.placement.flavour)
+        if rows is None:
+            return
+        self._floating.pop(job.request.id, None)
+        if held and job.terminating and job.terminate_by is None:
+            self._floating[job.request.id] = job
+        if not held:
+            until = _FREE
+        elif job.terminating:
+            until = job.terminate_by if job.terminate_by is not None else _FREE
+        else:
+            until = job.started_at + job.request.time_limit_s
+        for _, j, _, units in self._cap.pod_bits(job.placement):
+            row = rows[j]
+            for unit in units:
+                if unit < len(row):
+                    row[unit] = until
+
+    # -- this pass's copies --------------------------------------------------------------------------------------
+
+    def _timeline(self, cap: Capacity, now: float) -> Timeline:
+        """What ``Timeline(cap, running, now)`` builds: each unit back at ``max(its job's end, now)``."""
+        times: dict[str, list[list[float]]] = {}
+        for flavour, rows in self._ends.items():
+            out: list[list[float]] = []
+            for row in rows:
+                if not row:
+                    out.append([])
+                elif min(row) >= now:
+                    out.append(list(row))
+                elif max(row) <= now:
+                    out.append([now] * len(row))
+                else:
+                    out.append([t if t > now else now for t in row])
+            times[flavour] = out
+        for job in self._floating.values():
+            laid = times.get(job.placement.flavour)
+            if laid is None:
+                continue
+            until = max(now + job.request.grace_s, now)
+            for _, j, _, units in cap.pod_bits(job.placement):
+                row = laid[j]
+                for unit in units:
+                    if unit < len(row):
+                        row[unit] = until
+        return Timeline.from_times(cap, times, now)
