@@ -86,6 +86,7 @@ def make_app(service: ApiService, authenticator: Authenticator, *, read_threads:
         (r"/v1/whoami", h.WhoAmIHandler, args),
         (r"/v1/openapi.json", h.OpenApiHandler, args),
         (r"/healthz", h.HealthHandler, args),
+        (r"/readyz", h.ReadyHandler, args),
         (r"/metrics", h.MetricsHandler, args),
     ]
     routes = [(mount.rstrip("/") + pattern, handler, kwargs) for mount in mounts for pattern, handler, kwargs in api]

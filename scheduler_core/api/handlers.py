@@ -22,6 +22,7 @@ from ..auth.tokens import Identity
 from ..errors import NotFound, ShoalError, StoreUnavailable, Unauthorized
 from ..model.sweep import INT64_MAX
 from ..schemas import FINISHED_STATES, CancelRequest, IdleClockRequest, LogChunk
+from ..store.health import HealthView
 from ..store.records import JobState
 from . import body
 from .auth import Authenticator, CookieAuthenticator, bearer_token
@@ -301,10 +302,32 @@ class OpenApiHandler(BaseHandler):
 
 
 class HealthHandler(BaseHandler):
+    """``/healthz``: is this server well (200) or not (503)? Not well while its store cannot write: the last
+    write, the API's or the controller's, failed (``Store.health``); it says why and since when."""
+
     requires_auth = False
 
     def get(self) -> None:
-        self.finish('{"ok": true}')
+        self._answer(self.ctx.service.store.health.view())
+
+    def _answer(self, view: HealthView) -> None:
+        if not view.writable:
+            self.set_status(503)
+            self.set_header("Retry-After", str(RETRY_AFTER_S))
+        self.finish(json.dumps({"ok": view.writable, "store": "ok" if view.writable else "unwritable",
+                                "problem": view.problem, "since": view.since}))
+
+
+class ReadyHandler(HealthHandler):
+    """``/readyz``: may a load balancer send requests here? 200 only when a probe write to the store succeeds
+    now (not just the last one), so a server whose disk filled a second ago is taken out before it answers 503s."""
+
+    async def get(self) -> None:  # type: ignore[override]
+        try:
+            await self.call_write(self.ctx.service.store.probe_write)
+        except StoreUnavailable:
+            pass
+        self._answer(self.ctx.service.store.health.view())
 
 
 class MetricsHandler(BaseHandler):

@@ -284,8 +284,10 @@ class LocalExecutor(Executor):
         for job_dir in (self.state_dir / "pods").iterdir():
             if job_dir.name in running or job_dir.name in self._gangs:
                 continue
+            # A pod not yet reported counts as running, ended or not: a gang that ended while no scheduler could
+            # record it (down, or its store full) is adopted and its ends reported, never taken for lost.
             gang = self._load(job_dir.name)
-            if gang is not None and any(self._end_of(pod) is None for pod in gang.live):
+            if gang is not None and gang.live:
                 running.add(job_dir.name)
         return running
 

@@ -23,10 +23,23 @@ from ..model.team import TeamConfig
 from ..model.reasons import Reason
 from ..model.allocation import AdmittedAs, Placement
 from ..model.sweep import Choice, SweepSpec, SweepState, TrialState
+from .health import StoreHealth
 from .records import CheckpointRecord, Event, JobRecord, JobState, NodeRecord, SweepRecord, TrialRecord, UsageRecord
+
+_ALWAYS_HEALTHY = StoreHealth()
 
 
 class Store(ABC):
+    # -- availability --------------------------------------------------------------------------------------------
+    @property
+    def health(self) -> StoreHealth:
+        """Whether writes succeed now (``/healthz``). A store that can be unavailable (a disk, a server) raises
+        ``StoreUnavailable`` from any call meanwhile, and notes it here. Default: always healthy (in memory)."""
+        return _ALWAYS_HEALTHY
+
+    def probe_write(self) -> None:
+        """One tiny write that changes nothing (``/readyz``): ``StoreUnavailable`` when the store cannot write."""
+
     # -- configuration -------------------------------------------------------------------------------------------
     @abstractmethod
     def sync_nodes(self, nodes: Sequence[Node]) -> None:

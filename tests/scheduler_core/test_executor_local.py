@@ -232,13 +232,15 @@ def test_pods_outlive_the_executor_and_a_new_one_reports_their_exit(harness: Loc
     wait_for(lambda: all((harness.state_dir / "pods" / "job_long" / "0" / f"rank-{r}" / "exit.json").exists()
                          for r in (0, 1)), "the wrappers to record the exits")
     fresh = harness.reopen()
-    assert "job_long" not in fresh.running_jobs()
+    # Ended, but not reported: still the executor's to report (a controller adopts it rather than call it lost).
+    assert "job_long" in fresh.running_jobs()
     fresh.adopt({"job_long"})
     events = fresh.poll(time.time())
     assert sorted((e.rank, e.kind, e.exit_code) for e in events if e.kind is PodEventKind.EXITED) == [
         (0, PodEventKind.EXITED, 0), (1, PodEventKind.EXITED, 0)]
     assert [e for e in events if e.kind is PodEventKind.STARTED] == []   # reported once, by the first instance
     assert fresh.poll(time.time()) == []
+    assert "job_long" not in fresh.running_jobs() and "job_long" not in harness.reopen().running_jobs()
 
 
 def test_the_wrapper_kills_at_the_deadline_with_no_executor_watching(harness: LocalHarness) -> None:

@@ -20,8 +20,11 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.pool import StaticPool
+
+from ...errors import StoreUnavailable
+from ..health import StoreHealth
 
 T = TypeVar("T")
 
@@ -88,11 +91,33 @@ def _retryable(exc: DBAPIError) -> bool:
     return False
 
 
+#: What SQLite and PostgreSQL say when the store cannot take writes (or answer at all) for a while: the disk is full,
+#: the file is read-only or gone, the server is down or restarting. Such a request may be retried later (HTTP 503).
+_OUTAGE_TEXT = ("database or disk is full", "disk i/o error", "readonly database", "unable to open database file",
+                "could not connect", "connection refused", "server closed the connection", "connection timeout",
+                "terminating connection", "the database system is", "no space left on device",
+                "read-only transaction", "connection is closed")
+
+
+def is_outage(exc: Exception) -> bool:
+    """Whether a database error means "the store is unavailable now", not "this request is wrong"."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    text = str(getattr(exc, "orig", exc)).lower()
+    return any(part in text for part in _OUTAGE_TEXT) or isinstance(exc, InterfaceError)
+
+
 class Database:
-    """An engine and the two ways to use it: ``read(fn)`` and ``write(fn)``, each one transaction."""
+    """An engine and the two ways to use it: ``read(fn)`` and ``write(fn)``, each one transaction.
+
+    An outage (``is_outage``) comes out as ``StoreUnavailable`` and is noted in ``health``, so the API answers 503
+    with ``Retry-After`` and ``/healthz`` says the store cannot write; the next write that succeeds clears it."""
 
     def __init__(self, url: str, *, echo: bool = False) -> None:
         self.url = url
+        self.health = StoreHealth()
         self.engine = make_engine(url, echo=echo)
         self.backend = self.engine.dialect.name
         # One shared in-memory connection must not interleave two threads' transactions.
@@ -105,8 +130,10 @@ class Database:
     def read(self, fn: Callable[[Connection], T]) -> T:
         return self._run(fn, write=False)
 
-    def write(self, fn: Callable[[Connection], T]) -> T:
-        return self._run(fn, write=True)
+    def write(self, fn: Callable[[Connection], T], *, probe: bool = False) -> T:
+        """``probe``: a health probe, whose success says nothing about the writes that matter (a small one fits
+        where a submission does not), so only its failure is noted."""
+        return self._run(fn, write=True, probe=probe)
 
     @contextmanager
     def connection(self, *, write: bool = True) -> Iterator[Connection]:
@@ -120,14 +147,21 @@ class Database:
     def _guard(self) -> threading.RLock | nullcontext[None]:
         return self._lock if self._lock is not None else nullcontext()
 
-    def _run(self, fn: Callable[[Connection], T], *, write: bool) -> T:
+    def _run(self, fn: Callable[[Connection], T], *, write: bool, probe: bool = False) -> T:
         attempt = 0
         while True:
             try:
                 with self.connection(write=write) as conn:
-                    return fn(conn)
+                    result = fn(conn)
+                if write and not probe:
+                    self.health.succeeded()
+                return result
             except DBAPIError as exc:
                 attempt += 1
+                if is_outage(exc):
+                    self.health.failed(str(exc.orig or exc).splitlines()[0])
+                    raise StoreUnavailable(f"the store cannot {'write' if write else 'read'} now: "
+                                           f"{self.health.problem}") from exc
                 if attempt >= _RETRIES or not _retryable(exc):
                     raise
                 # Back off a little, with jitter, so two retrying transactions do not collide again.

@@ -40,6 +40,7 @@ from ..records import (CheckpointRecord, Event, JobRecord, JobState, NodeRecord,
                        UsageRecord, room_wait)
 from ..sweep_rules import check_new_trial, check_same_params, check_sweep_finish, check_trial_finish
 from . import codec
+from ..health import StoreHealth
 from .database import Database
 from .schema import (
     SCHEDULER_LEASE, allocations, api_tokens, bound_units, checkpoints, events, jobs, lease, nodes, sweep_trial_values,
@@ -133,6 +134,15 @@ class SqlStore(Store, TokenStore):
         """Bring the schema to ``revision`` (Alembic, shipped in ``scheduler_core/migrations``)."""
         from .migrate import upgrade
         upgrade(self.db, revision)
+
+    @property
+    def health(self) -> StoreHealth:
+        return self.db.health
+
+    def probe_write(self) -> None:
+        # A real write (SQLite writes the page, PostgreSQL a new row version) of a value unchanged.
+        self.db.write(lambda conn: conn.execute(
+            update(lease).where(lease.c.name == SCHEDULER_LEASE).values(epoch=lease.c.epoch)), probe=True)
 
     def dispose(self) -> None:
         """Close the connection pool (running jobs are unaffected: they live in the executor)."""
