@@ -47,8 +47,8 @@ class Working:
 class CarriedIndex:
     """Free units, unit end times and quota usage of the running jobs of the last snapshot seen."""
 
-    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_floating", "_totals", "rebuilds",
-                 "updates")
+    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_low", "_high", "_floating", "_totals",
+                 "rebuilds", "updates")
 
     def __init__(self) -> None:
         self._nodes: Sequence[NodeState] | None = None
@@ -58,6 +58,9 @@ class CarriedIndex:
         self._ledger: QuotaLedger | None = None
         #: flavour → node position in the pool → unit → when the job holding it ends (``_FREE``: free).
         self._ends: dict[str, list[list[float]]] = {}
+        #: Per row of ``_ends``: its earliest and latest end, so a pass copies most rows without looking inside.
+        self._low: dict[str, list[float]] = {}
+        self._high: dict[str, list[float]] = {}
         #: Signalled jobs without a termination deadline: their end moves with ``now`` (``job_end``).
         self._floating: dict[str, RunningJob] = {}
         self._totals = (0.0, 0.0, 0.0)
@@ -108,6 +111,8 @@ class CarriedIndex:
         self._totals = cluster_capacity(nodes)
         self._ledger = QuotaLedger(teams, running)
         self._ends = {flavour: [[_FREE] * c for c in pool.cap] for flavour, pool in self._cap.pools.items()}
+        self._low = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
+        self._high = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
         self._jobs = {}
         self._floating = {}
         for job in running:
@@ -167,11 +172,13 @@ class CarriedIndex:
             until = job.terminate_by if job.terminate_by is not None else _FREE
         else:
             until = job.started_at + job.request.time_limit_s
+        low, high = self._low[job.placement.flavour], self._high[job.placement.flavour]
         for _, j, _, units in self._cap.pod_bits(job.placement):
             row = rows[j]
             for unit in units:
                 if unit < len(row):
                     row[unit] = until
+            low[j], high[j] = min(row), max(row)
 
     # -- this pass's copies --------------------------------------------------------------------------------------
 
@@ -179,17 +186,11 @@ class CarriedIndex:
         """What ``Timeline(cap, running, now)`` builds: each unit back at ``max(its job's end, now)``."""
         times: dict[str, list[list[float]]] = {}
         for flavour, rows in self._ends.items():
-            out: list[list[float]] = []
-            for row in rows:
-                if not row:
-                    out.append([])
-                elif min(row) >= now:
-                    out.append(list(row))
-                elif max(row) <= now:
-                    out.append([now] * len(row))
-                else:
-                    out.append([t if t > now else now for t in row])
-            times[flavour] = out
+            # A row all back after now is copied as it is, one all back by now is all now, and only the rest
+            # are clamped unit by unit.
+            times[flavour] = [row[:] if low >= now else [now] * len(row) if high <= now
+                              else [t if t > now else now for t in row]
+                              for row, low, high in zip(rows, self._low[flavour], self._high[flavour])]
         for job in self._floating.values():
             laid = times.get(job.placement.flavour)
             if laid is None:
