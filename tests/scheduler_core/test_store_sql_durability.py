@@ -315,3 +315,20 @@ def test_events_data_round_trips(db_url: str) -> None:
         assert store.events() == [stored]
     finally:
         store.dispose()
+
+
+def test_the_sqlite_file_and_its_wal_are_owner_only(tmp_path: Path) -> None:
+    import stat
+
+    from scheduler_core.store.sql import open_store
+    from .runtime_builders import cluster_nodes
+    store = open_store(f"sqlite:///{tmp_path}/shoal.db")
+    try:
+        store.sync_nodes(cluster_nodes())
+        for name in ("shoal.db", "shoal.db-wal"):
+            path = tmp_path / name
+            if path.exists():
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+        assert (tmp_path / "shoal.db").exists()
+    finally:
+        store.dispose()

@@ -11,6 +11,7 @@ failure is retried a few times: the transaction is the unit of retry, so callers
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -45,6 +46,8 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         memory = is_memory_sqlite(url)
+        if not memory and parsed.database:
+            _owner_only(parsed.database)
         kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False}}
         if memory:
             kwargs["poolclass"] = StaticPool
@@ -58,6 +61,18 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
                              connect_args={"connect_timeout": 10, "application_name": "shoal"})
     raise ValueError(f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
                      f"use sqlite:///path/to/shoal.db or postgresql+psycopg://user@host/db")
+
+
+def _owner_only(path: str) -> None:
+    """Create the SQLite file readable by its owner only (it holds token hashes and every team's jobs); SQLite
+    gives its -wal and -shm files the main file's mode. An existing file is narrowed to 0600 too."""
+    if path.startswith("file:"):
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
