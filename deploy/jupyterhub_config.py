@@ -56,7 +56,8 @@ c.JupyterHub.spawner_class = "shoal"
 c.ShoalSpawner.shoal_url = shoal_url
 c.Spawner.default_url = "/lab"
 c.Spawner.http_timeout = 60
-c.Spawner.environment = {"SHOAL_URL": shoal_url}  # %%gpujob and the sweeps use the server's own hub token
+# No SHOAL_URL for servers: %%gpujob, the SDK and the sweeps find the API under the hub (/services/shoal/, from
+# JUPYTERHUB_PUBLIC_HUB_URL) and call it with the server's own hub token.
 if os.getuid() == 0:
     c.Spawner.args = ["--allow-root"]
 # The server's token may call Shoal (as its user, for their team) besides the usual activity and access scopes.

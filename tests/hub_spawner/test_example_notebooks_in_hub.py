@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.hub, pytest.mark.slow]
 
 PASSWORD = "test-password"
 USERS = "users:\n  bob: {teams: [fraud-ml]}\n"
-# The embedded default gives servers SHOAL_URL too; take it away, so only the hub's own variables are left.
-EXTRA = "c.Spawner.environment = {}\nc.ShoalSpawner.status_interval = 0.3\n"
+# The embedded default gives servers no SHOAL_URL: only the hub's own variables lead to the API.
+EXTRA = "c.ShoalSpawner.status_interval = 0.3\n"
 
 RUN_NOTEBOOKS = r"""
 import json, os, subprocess, time
