@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..model.durations import format_duration
 from ..model.flavours import FLAVOURS
@@ -440,7 +440,13 @@ class _Cycle:
                             widened=self._widened(pending), block_cap=self._block_cap(pending))
 
     def _avoid(self, pending: PendingJob) -> frozenset[int]:
+        """The nodes the job keeps off, for ``avoid_nodes_for_s`` after it was requeued (``PendingJob``)."""
+        if not pending.avoid_nodes or self.now >= self._avoid_until(pending):
+            return frozenset()
         return frozenset(self.cap.index[n] for n in pending.avoid_nodes if n in self.cap.index)
+
+    def _avoid_until(self, pending: PendingJob) -> float:
+        return pending.queued_at + self.config.avoid_nodes_for_s
 
     def _block_cap(self, pending: PendingJob) -> int | None:
         """How many blocks beyond the fewest a block-sized ``preferred`` gang may take (``PlaceContext``): none
@@ -523,6 +529,11 @@ class _Cycle:
             if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
                 return hit[0]
         miss = explain(self.cap, pool, request, ctx, small, self.now, self._widen_at(pending))
+        if ctx.avoid and miss.fit is Fit.NO_FIT and place(self.cap, pool, request, replace(ctx, avoid=frozenset()),
+                                                          small) is not None:
+            left = ", ".join(sorted(pending.avoid_nodes))
+            miss = replace(miss, message=f"fits only on nodes it left after a failure or a move ({left}); may use "
+                                         f"them in {format_duration(self._avoid_until(pending) - self.now)}")
         if cacheable:
             self._miss_cache[key] = (miss, ctx.end)
         return miss
@@ -1078,6 +1089,18 @@ class _Cycle:
         if best is not None:
             self._reserve(pending, waiting, best)
 
+    def _earliest_avoiding(self, pending: PendingJob, flavour: str, ctx: PlaceContext) -> Slot | None:
+        """The earliest slot that keeps off ``ctx.avoid`` while the job avoids those nodes, or uses them once
+        it no longer does (``_avoid``), whichever comes first."""
+        request, widen_at = pending.request, self._widen_at(pending)
+        slot = self.timeline.earliest(request, flavour, not_before=self.now, widen_at=widen_at, avoid=ctx.avoid,
+                                      block_cap=ctx.block_cap)
+        if not ctx.avoid:
+            return slot
+        later = self.timeline.earliest(request, flavour, not_before=self._avoid_until(pending), widen_at=widen_at,
+                                       block_cap=ctx.block_cap)
+        return later if slot is None or (later is not None and later.start < slot.start) else slot
+
     def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
                        misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
         """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
@@ -1095,8 +1118,7 @@ class _Cycle:
             index, f, pool, verdict, miss = entry
             if miss.never or verdict.reclaim or miss.reason not in _CAPACITY_REASONS:
                 continue
-            slot = self.timeline.earliest(request, f, not_before=self.now, widen_at=self._widen_at(pending),
-                                          avoid=ctx.avoid, block_cap=ctx.block_cap)
+            slot = self._earliest_avoiding(pending, f, ctx)
             if slot is not None and (best is None or (slot.start, index) < (best[0], best[1])):
                 best = (slot.start, index, slot, entry)
         if request.pods > 1 and best is not None:

@@ -152,7 +152,9 @@ class PendingJob:
     ``queued_at`` is when it last entered the queue; ``front_of_queue`` marks a preemption victim, which goes back
     ahead of its team's other work. ``attained_gpu_s`` is the GPU × time it has already had (Tiresias).
     ``restart_block`` names the block of a gang broken by a failure, whose hot spare it should take;
-    ``avoid_nodes`` lists nodes it must not use (a straggler's, a failed one's).
+    ``avoid_nodes`` lists nodes it should not use (a straggler's, a failed one's, the nodes of a gang it was moved
+    for): for ``PolicyConfig.avoid_nodes_for_s`` from ``queued_at`` only, so a job whose only room is such a node
+    (back in service by then) is not kept waiting for ever.
     ``room_wait_since`` is ``now`` less the time it has waited for room rather than quota (its runs of such waits
     laid end to end): the block cap of a block-sized gang (``topology_cap_wait_s``) runs from there
     (``block_cap_since``), so a gang held for hours by quota still gets its time to find whole blocks; ``None``:
@@ -229,6 +231,10 @@ class PolicyConfig:
     #: cycle order; a job that has waited longer than ``starvation_after_s`` gets one beyond this count, up to
     #: twice it, so a big gang behind a stream of small blocked jobs is not starved of one.
     max_reservations: int = 8
+    #: How long a requeued job keeps off the nodes it left (``PendingJob.avoid_nodes``). Long enough for the gang
+    #: it was moved for to take them, or for a repaired node to prove itself; bounded, so that avoiding a node
+    #: never becomes a reason to wait for good (a liveness rule: a job that fits must start).
+    avoid_nodes_for_s: float = 1800.0
 
 
 @dataclass(frozen=True, slots=True)

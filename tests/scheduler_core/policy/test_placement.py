@@ -177,6 +177,18 @@ CASES = [
          lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=16)
          .pending(make_job("a").pods(1, 8).pending(avoid=["b0-n00"])).build(),
          0.0, [("admit", "a", "nominal", "b0-n01:0-7")]),
+    Case("a job keeps off the nodes it left while avoid_nodes_for_s runs, even when only they are free",
+         lambda: make_snapshot(make_cluster().block("a0", 2, gpu="a100")).team("fraud", a100=16)
+         .team("search", a100=8)
+         .run(make_job("x").team("search").flavour("a100").pods(1, 8), "a0-n00", started=-1000)
+         .pending(make_job("a").flavour("a100").pods(1, 1).pending(queued_at=-1000, avoid=["a0-n01"])).build(),
+         0.0, [("reserve", "a", "a0-n01", 800.0), ("wait", "a", "WaitingForTopology", 1, 800.0)]),
+    Case("liveness: once avoid_nodes_for_s has passed, a node it left (back in service) takes it",
+         lambda: make_snapshot(make_cluster().block("a0", 2, gpu="a100")).team("fraud", a100=16)
+         .team("search", a100=8)
+         .run(make_job("x").team("search").flavour("a100").pods(1, 8), "a0-n00", started=-1000)
+         .pending(make_job("a").flavour("a100").pods(1, 1).pending(queued_at=-1801, avoid=["a0-n01"])).build(),
+         0.0, [("admit", "a", "nominal", "a0-n01:0")]),
     Case("CPUs count: a node whose CPUs are taken takes no CPU-hungry pod",
          lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=16).team("search", h100=16)
          .run(make_job("cpu").team("search").pods(1, 1).cpus(180), "b0-n00", started=-100)
@@ -198,6 +210,19 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_decisions(case: Case) -> None:
     assert decisions(run_cycle(case.snapshot(), case.now)) == case.expected
+
+
+def test_a_job_kept_off_the_only_free_node_says_so_and_when_it_may_use_it() -> None:
+    """The restart-after-failure case from a real trace: a 1-GPU job requeued off the one node that later had
+    room waited 28 simulated days on "at most 8 on any schedulable node" beside an empty node."""
+    snap = (make_snapshot(make_cluster().block("a0", 2, gpu="a100")).team("fraud", a100=16).team("search", a100=8)
+            .run(make_job("x").team("search").flavour("a100").pods(1, 8), "a0-n00", started=-1000)
+            .pending(make_job("a").flavour("a100").pods(1, 1).pending(queued_at=-600, avoid=["a0-n01"])).build())
+    (wait,) = run_cycle(snap, 0.0).waits
+    assert wait.message.startswith("fits only on nodes it left after a failure or a move (a0-n01); may use "
+                                   "them in 20m")
+    assert wait.estimated_start == 1200.0
+    assert [a.job_id for a in run_cycle(snap, 1200.0).admits] == ["a"]
 
 
 def test_required_block_reason_names_the_largest_free_block() -> None:

@@ -5,6 +5,8 @@
 * no team runs above nominal + borrowing limit, and no team lends more than its lending limit;
 * only preemptible work and notebooks borrow, and non-preemptible work is never preempted (but as scavenger);
 * every job that does not start has exactly one reason and a queue position;
+* a job keeps off the nodes it left (``avoid_nodes``) for ``avoid_nodes_for_s``, and then may use them
+  (liveness: ``test_liveness``);
 * the reserved head job's estimated start never moves later because of a job backfilled around it;
 * the same snapshot, in any order, gives the same decisions.
 """
@@ -137,7 +139,9 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             node = nodes[pod.node]
             assert len(set(pod.units)) == len(pod.units) == request.units_per_pod
             assert all(0 <= u < node.capacity.get(a.placement.flavour, 0) for u in pod.units)
-            assert node.schedulable and pod.node not in pending[a.job_id].avoid_nodes
+            job = pending[a.job_id]
+            assert node.schedulable and (pod.node not in job.avoid_nodes
+                                         or result.now >= job.queued_at + snap.config.avoid_nodes_for_s)
             if request.pods == 1 and pending[a.job_id].restart_block is None:
                 assert not node.spare
     # Topology: a required gang in one domain of its level; a preferred gang as large as a block or larger
