@@ -1,6 +1,7 @@
 """Liveness over random clusters, queues and failures: a job that fits free healthy capacity and its team's
 unused nominal quota is admitted within a bounded time, unless its reason names what holds that capacity by a
-rule (a reservation it would delay, victims already signalled for it).
+rule (a reservation it would delay, or whose quota its team holds for it; victims already signalled for it;
+nominal quota lent to borrowers that may not be stopped yet).
 
 The bound is the policy's own windows: a job requeued off a node (a failure, a move) keeps off it for
 ``avoid_nodes_for_s`` and no longer. Nodes fail between cycles (their jobs requeued off them, as the controller
@@ -19,7 +20,7 @@ from scheduler_core.bench.world import World
 from scheduler_core.model import Health
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.decisions import CycleResult, Reason
-from scheduler_core.policy.snapshot import NodeState, PendingJob, Snapshot
+from scheduler_core.policy.snapshot import AdmittedAs, NodeState, PendingJob, Snapshot
 
 from .test_properties import SETTINGS, describe, worlds
 
@@ -77,16 +78,31 @@ def free_room(snap: Snapshot, job: PendingJob) -> list[str]:
 
 
 def within_nominal(snap: Snapshot, job: PendingJob) -> bool:
-    """The job fits its team's unused nominal quota on one of its flavours (a promise, not a loan)."""
+    """The job fits its team's unused nominal quota on one of its flavours without reclaiming it: a promise the
+    cohort can keep now. (Nominal quota lent to borrowers that may not be stopped, a higher band or work inside
+    its minimum run time, is held by a rule until they leave.)"""
     request = job.request
-    team = snap.teams[request.team]
+    cohort = snap.teams[request.team].cohort
     for flavour in request.flavours:
-        quota = team.quotas.get(flavour)
+        quota = snap.teams[request.team].quotas.get(flavour)
         if quota is None:
             continue
-        used = sum(r.request.units for r in snap.running
-                   if r.request.team == request.team and r.placement.flavour == flavour)
-        if used + request.units <= quota.nominal:
+        usage = {name: sum(r.request.units for r in snap.running if r.request.team == name
+                           and r.placement.flavour == flavour and r.admitted_as is not AdmittedAs.SCAVENGER)
+                 for name, team in snap.teams.items() if team.cohort == cohort}
+
+        def pool(extra: int) -> int:
+            total = 0
+            for name, used in usage.items():
+                q = snap.teams[name].quotas.get(flavour)
+                if q is None:
+                    continue
+                used += extra if name == request.team else 0
+                lend = q.nominal if q.lending_limit is None else q.lending_limit
+                total += max(0, min(lend, q.nominal - used)) - max(0, used - q.nominal)
+            return total
+
+        if usage[request.team] + request.units <= quota.nominal and pool(request.units) >= 0:
             return True
     return False
 
@@ -95,9 +111,13 @@ def check_live(before: Snapshot, after: Snapshot, result: CycleResult, settled_a
     """After the cycle's admissions are applied, no single-pod job that has outlived its windows waits beside
     room it fits and quota it is owed, unless its reason names what holds the room by a rule."""
     jobs = {p.request.id: p for p in before.pending}
+    # A reserved job's quota is held for it: its team's later work may not take what it will need.
+    reserved_teams = {jobs[r.job_id].request.team for r in result.reservations if r.job_id in jobs}
     for wait in result.waits:
         job = jobs[wait.job_id]
         if job.request.pods != 1 or wait.reason in _BY_RULE:
+            continue
+        if wait.reason.is_quota and job.request.team in reserved_teams:
             continue
         if job.avoid_nodes and result.now < max(job.queued_at, settled_at) + before.config.avoid_nodes_for_s:
             continue
