@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .errors import Conflict, NotFound, SpecNotLaunchable, StaleLeader
 from .executor.base import CANNOT_START, Executor, LaunchRequest, PodEvent, PodEventKind
+from .auth.job_tokens import JobTokens
 from .job_env import default_checkpoint_uri, gang_env, nodes_of
 from .model.cluster import Node
 from .model.durations import format_instant
@@ -104,8 +105,10 @@ class Controller:
 
     def __init__(self, store: Store, executor: Executor, policy: Policy, *, nodes: Sequence[Node],
                  policy_config: PolicyConfig = PolicyConfig(), epoch: int = 0,
-                 config: ControllerConfig = ControllerConfig()) -> None:
+                 config: ControllerConfig = ControllerConfig(), job_tokens: JobTokens | None = None) -> None:
         self.store = store
+        #: Mints the API token a trial's pods get at launch (never in the spec) and revokes it at release.
+        self.job_tokens = job_tokens
         self.executor = executor
         self.policy = policy
         self.config = config
@@ -385,10 +388,13 @@ class Controller:
                                          gpu_hours_per_interruption=self.config.gpu_hours_per_interruption)
         uri = spec.checkpoint.uri or default_checkpoint_uri(self.config.checkpoint_root, spec.team, record.id)
         attempt = record.restarts + record.infra_restarts + record.preemptions
+        env = gang_env(record.id, spec, record.placement, checkpoint_uri=uri, checkpoint_interval_s=interval,
+                       master_addr=self.executor.master_addr(record.id, record.placement, attempt))
+        if self.job_tokens is not None:
+            env.update(self.job_tokens.env_for(record.id, record.user, spec))
         request = LaunchRequest(
             job_id=record.id, spec=spec, placement=record.placement, nodes=nodes_of(record.placement, self._nodes),
-            env=gang_env(record.id, spec, record.placement, checkpoint_uri=uri, checkpoint_interval_s=interval,
-                         master_addr=self.executor.master_addr(record.id, record.placement, attempt)),
+            env=env,
             attempt=attempt, container_devices=self.executor.container_devices)
         try:
             self.executor.launch(request)
@@ -409,6 +415,8 @@ class Controller:
                        own_fault: bool = False, infra_fault: bool = False) -> JobState:
         released = self.store.release(record.id, state=state, now=now, epoch=self.epoch, message=message,
                                       own_fault=own_fault, infra_fault=infra_fault)
+        if self.job_tokens is not None:
+            self.job_tokens.released(record.id, record.spec)
         self._account(record, now)
         if released.state is JobState.PENDING:
             self._event(EventKind.REQUEUE, Why.LAUNCH_FAILED, now, released, message)
@@ -451,6 +459,8 @@ class Controller:
                                       message=out.message, infra_fault=out.infra_fault, own_fault=out.own_fault,
                                       restart_block=out.restart_block, avoid_nodes=out.avoid_nodes)
         del self._gangs[gang.job_id]
+        if self.job_tokens is not None:
+            self.job_tokens.released(gang.job_id, record.spec)
         self._account(record, now)
         state = released.state   # a cancel answered meanwhile turns a requeue into CANCELLED (Store.release)
         if state is JobState.PENDING:

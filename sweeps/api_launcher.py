@@ -1,53 +1,20 @@
 """``ApiLauncher``: the sweep controller's ``Launcher`` over the client SDK, the only way it reaches the scheduler.
 
-Trial jobs authenticate with a token of their sweep's team (never the controller's admin token): ``TrialTokens``
-mints one per sweep, the first time a trial of that sweep is launched by this process, and revokes it when the
-controller closes the sweep. The token travels in the job's env (``SHOAL_API_TOKEN``, beside ``SHOAL_API_URL``), so
-the sweep's team can read it in its own job specs — it grants nothing that team does not already have. A controller
-that restarts mid-sweep mints a fresh token for the trials it launches next; tokens minted before the restart are
-not revoked by it (they are the team's, and an operator can revoke them with the store's token commands).
+A trial's spec carries only where to report (``SHOAL_API_URL``), never a token: the scheduler's controller mints a
+token of the trial's user and team at each launch, puts it in the pods' environment only (``SHOAL_API_TOKEN``) and
+revokes it when the job's units are released (``scheduler_core.auth.job_tokens``). So no token sits in the database
+in plaintext or comes back from ``GET /v1/jobs/{id}``.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from scheduler_core.auth.tokens import Identity, TokenStore
 from scheduler_core.client import ShoalClient, StateConflict
-from scheduler_core.model.sweep import ENV_API_TOKEN, ENV_API_URL, Choice, SweepState, TrialState
+from scheduler_core.model.sweep import ENV_API_URL, Choice, SweepState, TrialState
 from scheduler_core.schemas import TrialView
 
 from .launcher import Launcher, SweepInfo, TrialInfo
-
-
-class TrialTokens:
-    """One API token per sweep, for its trial jobs: the sweep owner's user and team, not an admin."""
-
-    def __init__(self, tokens: TokenStore, clock: Callable[[], float]) -> None:
-        self._tokens = tokens
-        self._clock = clock
-        self._by_sweep: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def for_sweep(self, sweep: SweepInfo) -> str:
-        with self._lock:
-            token = self._by_sweep.get(sweep.id)
-            if token is None:
-                token = self._tokens.create_token(Identity(sweep.user, sweep.spec.team), now=self._clock(),
-                                                  note=f"trials of sweep {sweep.id}")
-                self._by_sweep[sweep.id] = token
-            return token
-
-    def revoke(self, sweep_id: str) -> None:
-        with self._lock:
-            token = self._by_sweep.pop(sweep_id, None)
-        if token is not None:
-            self._tokens.revoke_token(token)
-
-    def revoke_all(self) -> None:
-        for sweep_id in list(self._by_sweep):
-            self.revoke(sweep_id)
 
 
 def trial_info(view: TrialView) -> TrialInfo:
@@ -60,10 +27,9 @@ def trial_info(view: TrialView) -> TrialInfo:
 class ApiLauncher(Launcher):
     """``client`` holds an admin token (the controller adds trials and closes sweeps of every team)."""
 
-    def __init__(self, client: ShoalClient, *, job_api_url: str, tokens: TrialTokens) -> None:
+    def __init__(self, client: ShoalClient, *, job_api_url: str) -> None:
         self.client = client
         self.job_api_url = job_api_url
-        self.tokens = tokens
 
     def active_sweeps(self) -> list[SweepInfo]:
         # The most GET /v1/sweeps answers in one call (it refuses more with a 400): far beyond the sweeps
@@ -76,7 +42,7 @@ class ApiLauncher(Launcher):
         return [trial_info(v) for v in self.client.trials(sweep_id).trials]
 
     def launch(self, sweep: SweepInfo, number: int, params: Mapping[str, Choice]) -> TrialInfo:
-        env = {ENV_API_URL: self.job_api_url, ENV_API_TOKEN: self.tokens.for_sweep(sweep)}
+        env = {ENV_API_URL: self.job_api_url}
         return trial_info(self.client.add_trial(sweep.id, number, params, env=env))
 
     def finish_trial(self, sweep_id: str, number: int, state: TrialState, *, value: float | None = None,
@@ -91,4 +57,3 @@ class ApiLauncher(Launcher):
 
     def finish_sweep(self, sweep_id: str, state: SweepState, message: str) -> None:
         self.client.finish_sweep(sweep_id, state.value, message)
-        self.tokens.revoke(sweep_id)

@@ -1,7 +1,8 @@
 """The sweep controller as a ``shoal up`` service (entry point ``shoal.services: sweeps``).
 
 It runs ``SweepController.run_once`` on its own thread every ``interval`` seconds, through the API with an admin
-token it mints for itself (user ``shoal-sweeps``). The Optuna study storage is, in order: the ``sweeps.storage``
+token it mints for itself (user ``shoal-sweeps``), revoked at ``stop`` or, if it died, at the next start. It runs
+once per deployment (inside ``shoal up``). The Optuna study storage is, in order: the ``sweeps.storage``
 setting, ``SHOAL_SWEEPS_STORAGE``, or ``sqlite:///<state dir>/sweeps.db``. In production give it its own PostgreSQL
 database (``postgresql+psycopg://…/optuna``): Optuna keeps its own schema and Alembic version table, which must not
 share a database with the scheduler's.
@@ -18,7 +19,7 @@ from scheduler_core.auth.tokens import Identity
 from scheduler_core.client import ShoalClient
 from scheduler_core.services import ServiceContext
 
-from .api_launcher import ApiLauncher, TrialTokens
+from .api_launcher import ApiLauncher
 from .controller import SweepController
 from .study import default_storage_url, make_storage
 
@@ -27,6 +28,9 @@ log = logging.getLogger("shoal.sweeps")
 ENV_STORAGE = "SHOAL_SWEEPS_STORAGE"
 ENV_INTERVAL = "SHOAL_SWEEPS_INTERVAL"
 SERVICE_USER = Identity("shoal-sweeps", "platform", admin=True)
+#: The note on the controller's admin token: a start revokes every token so noted, so the token of a controller
+#: that died (kill -9, never reaching ``stop``) is dead by the time its successor runs.
+SERVICE_NOTE = "sweep controller"
 
 
 def storage_url(ctx: ServiceContext) -> str:
@@ -80,12 +84,14 @@ class SweepService:
 def start(ctx: ServiceContext) -> SweepService:
     """Entry point: build the controller over the API and start its loop."""
     url = storage_url(ctx)
-    token = ctx.tokens.create_token(SERVICE_USER, now=ctx.clock(), note="sweep controller")
+    stale = ctx.tokens.revoke_noted(SERVICE_NOTE)
+    if stale:
+        log.warning("sweeps: revoked %d admin token(s) of a previous controller that did not stop cleanly", stale)
+    token = ctx.tokens.create_token(SERVICE_USER, now=ctx.clock(), note=SERVICE_NOTE)
     client = ShoalClient(ctx.api_url, token)
-    tokens = TrialTokens(ctx.tokens, ctx.clock)
-    launcher = ApiLauncher(client, job_api_url=ctx.url_for_jobs, tokens=tokens)
+    launcher = ApiLauncher(client, job_api_url=ctx.url_for_jobs)
     controller = SweepController(launcher, make_storage(url))
     interval = float(ctx.settings.get("sweeps.interval") or os.environ.get(ENV_INTERVAL) or 0.5)
     log.info("sweeps: controller started; Optuna storage %s (open it with optuna-dashboard)", url)
     return SweepService(controller, interval=interval, is_leader=ctx.is_leader, on_stop=[
-        tokens.revoke_all, lambda: ctx.tokens.revoke_token(token), client.close]).start()
+        lambda: ctx.tokens.revoke_token(token), client.close]).start()

@@ -2,7 +2,9 @@
 
 Contract of ``TokenStore`` (checked by ``tests/scheduler_core/token_store_contract.py`` on every implementation):
 ``create`` returns the plaintext token exactly once; ``resolve`` of that token returns its identity; any other
-string (including the hash itself) resolves to ``None``; ``revoke`` makes a token resolve to ``None`` from then on.
+string (including the hash itself) resolves to ``None``; ``revoke`` makes a token resolve to ``None`` from then on;
+``revoke_noted`` does that to every token created with that exact note (how a holder that no longer has the plaintext,
+e.g. after a restart, still revokes what it minted: the note names the holder or the job).
 """
 
 from __future__ import annotations
@@ -46,3 +48,7 @@ class TokenStore(ABC):
 
     @abstractmethod
     def revoke_token(self, token: str) -> None: ...
+
+    @abstractmethod
+    def revoke_noted(self, note: str) -> int:
+        """Revoke every live token created with exactly ``note``; how many were revoked."""

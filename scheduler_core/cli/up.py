@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from ..auth.job_tokens import JobTokens
 from ..config import load_cluster, load_teams
 from ..kube.setup import KubeOptions, kube_options, options_from
 from ..model.durations import parse_duration
@@ -134,7 +135,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         store, executor, PlanEvery(run_cycle), nodes=nodes, policy_config=policy_config,
         config=LiveConfig(tick_min_s=options.tick_s, tick_max_s=options.tick_s * 1.5),
         controller_config=ControllerConfig(checkpoint_root=checkpoint_root, health=options.health),
-        on_step=lambda _report, seconds: timer.observe(seconds))
+        on_step=lambda _report, seconds: timer.observe(seconds), job_tokens=JobTokens(store, time.time))
     service = ApiService(store, wake=live.wake, policy_config=policy_config)
     # Shoal's own tokens; running as a JupyterHub service, the hub's authenticator joins this chain: a notebook's
     # own hub token then submits for its user's team (the team is a hub group).

@@ -26,7 +26,7 @@ ENV_TRIAL_NUMBER = "SHOAL_TRIAL_NUMBER"      # the Optuna trial number (0, 1, ..
 ENV_SWEEP_ID = "SHOAL_SWEEP_ID"
 ENV_OBJECTIVE = "SHOAL_SWEEP_OBJECTIVE"      # the objective metric's name, for logs
 ENV_API_URL = "SHOAL_API_URL"                # where the trial reports
-ENV_API_TOKEN = "SHOAL_API_TOKEN"            # a token of the sweep's team, minted by the controller
+ENV_API_TOKEN = "SHOAL_API_TOKEN"            # injected at launch by the scheduler (auth.job_tokens), never in the spec
 
 #: Labels the controller puts on each trial job, so ``shoal queue`` and the API can tell trials apart.
 LABEL_SWEEP = "shoal.sweep"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+from ..auth.job_tokens import JobTokens
 from ..controller import Controller, ControllerConfig, StepReport
 from ..errors import StaleLeader
 from ..executor.base import Executor
@@ -101,12 +102,14 @@ class LiveController:
                  controller_config: ControllerConfig = ControllerConfig(),
                  policy_config: PolicyConfig = PolicyConfig(), clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None,
-                 on_step: Callable[[StepReport, float], None] | None = None) -> None:
+                 on_step: Callable[[StepReport, float], None] | None = None,
+                 job_tokens: JobTokens | None = None) -> None:
         if controller_config.health.heartbeat_limit_s <= config.heartbeat_every_s:
             raise ValueError(f"the heartbeat limit ({controller_config.health.heartbeat_limit_s:g}s) must be longer "
                              f"than the time between heartbeats ({config.heartbeat_every_s:g}s), or every node "
                              f"would turn suspect")
         self.store = store
+        self.job_tokens = job_tokens
         self.executor = executor
         self.policy = policy
         self.nodes = list(nodes)
@@ -215,7 +218,8 @@ class LiveController:
         log.info("scheduler %s leads with epoch %d", self.holder, epoch)
         self._epoch = epoch
         self._controller = Controller(self.store, self.executor, self.policy, nodes=self.nodes,
-                                      policy_config=self.policy_config, epoch=epoch, config=self.controller_config)
+                                      policy_config=self.policy_config, epoch=epoch, config=self.controller_config,
+                                      job_tokens=self.job_tokens)
         self._needs_recover = True
         self.stats.terms += 1
         self.stats.leader_since = now

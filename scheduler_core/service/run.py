@@ -14,8 +14,10 @@ import logging
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
+from ..auth.job_tokens import JobTokens
 from ..config import load_cluster, load_teams
 from ..controller import ControllerConfig
 from ..executor.local import LocalExecutor
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint_root = args.checkpoint_root or str(state_dir / "checkpoints")
     live = LiveController(
         store, executor, load_policy(args.policy), nodes=nodes, holder=args.holder,
+        job_tokens=JobTokens(store, time.time),
         config=LiveConfig(lease_ttl_s=args.lease_ttl, renew_every_s=args.renew_every,
                           standby_poll_s=args.standby_poll, tick_min_s=args.tick[0], tick_max_s=args.tick[1]),
         controller_config=ControllerConfig(checkpoint_root=checkpoint_root, health=HealthConfig(

@@ -13,9 +13,13 @@ import pytest
 
 from scheduler_core.controller import Controller, ControllerConfig, StepReport
 from scheduler_core.executor.base import LaunchRequest
+from scheduler_core.auth.job_tokens import JobTokens
+from scheduler_core.auth.memory import MemoryTokenStore
+from scheduler_core.auth.tokens import Identity
 from scheduler_core.executor.sim import SimBehaviour, SimExecutor
 from scheduler_core.job_env import master_port
 from scheduler_core.model import Health, JobSpec
+from scheduler_core.model.job import JobKind
 from scheduler_core.policy.decisions import CycleResult, PreemptReason, Reserve
 from scheduler_core.policy.fairshare import decay
 from scheduler_core.policy.snapshot import AdmittedAs, PolicyConfig, Snapshot
@@ -59,12 +63,14 @@ class World:
         self.policy = GreedyPolicy()
         self.config = config or ControllerConfig(checkpoint_root="/ckpt")
         self.policy_config = policy_config or PolicyConfig()
+        self.job_tokens: JobTokens | None = None
         self.controller = self.new_controller()
         self.now = 0.0
 
     def new_controller(self, epoch: int = 0) -> Controller:
         return Controller(self.store, self.executor, self.policy, nodes=cluster_nodes(),
-                          policy_config=self.policy_config, epoch=epoch, config=self.config)
+                          policy_config=self.policy_config, epoch=epoch, config=self.config,
+                          job_tokens=self.job_tokens)
 
     def _behaviour(self, request: LaunchRequest) -> SimBehaviour:
         chosen = self.behaviours.get(request.spec.name, self.default)
@@ -133,6 +139,22 @@ def test_a_gang_runs_only_once_every_pod_has_started_with_the_job_contract_env()
     done = world.job(job)
     assert (done.finished_at, done.exit_code) == (1050.0, 0)
     assert world.events(job) == [("admit", "nominal"), ("running", "AllPodsStarted"), ("finish", "SUCCEEDED")]
+
+
+def test_a_trial_gets_an_api_token_in_its_pods_only_and_it_is_revoked_when_the_job_is_released() -> None:
+    world = World()
+    tokens = MemoryTokenStore()
+    world.job_tokens = JobTokens(tokens, lambda: world.now)
+    world.controller = world.new_controller()
+    trial = make_spec("trial").build().model_copy(update={"kind": JobKind.TRIAL})
+    job, plain = world.submit(trial), world.submit(make_spec("plain").build())
+    world.run_until(lambda: world.job(job).state is JobState.RUNNING and world.job(plain).state is JobState.RUNNING)
+    token = world.executor.pod_env(job, 0)["SHOAL_API_TOKEN"]
+    assert tokens.resolve_token(token) == Identity("ana", trial.team)       # the job's user and team, not admin
+    assert "SHOAL_API_TOKEN" not in world.job(job).spec.env                # never in the stored spec
+    assert "SHOAL_API_TOKEN" not in world.executor.pod_env(plain, 0)       # only trials report through the API
+    world.run_until(world.is_(job, JobState.SUCCEEDED))
+    assert tokens.resolve_token(token) is None
 
 
 def test_the_checkpoint_interval_uses_the_measured_cost_once_known() -> None:

@@ -39,12 +39,13 @@ def _entry_point_shim(where: Path) -> Path | None:
     return where
 
 
-def start_up(tmp: Path, *extra: str) -> Iterator[Up]:
+def start_up(tmp: Path, *extra: str, state: Path | None = None) -> Iterator[Up]:
+    """``shoal up`` with its sweep controller, on ``state`` (default ``tmp/state``)."""
     shim = _entry_point_shim(tmp / "entry-points")
     env = child_env(*([shim] if shim is not None else []), SHOAL_SWEEPS_INTERVAL="0.25")
     for name in ("SHOAL_SWEEPS_STORAGE", "SHOAL_DISABLE_SERVICES"):
         env.pop(name, None)
-    with started(tmp / "state", "--tick", "0.5", *extra, env=env) as up:
+    with started(state or tmp / "state", "--tick", "0.5", *extra, env=env) as up:
         up.eventually(lambda: any("sweeps: controller started" in line for line in up.output),
                       "the sweep controller to start inside shoal up", 60)
         yield Up(up.proc, up.state, up.url, up.output, up.env)

@@ -11,13 +11,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState as OptunaState
 
-from scheduler_core.auth.tokens import Identity
+from scheduler_core.auth.job_tokens import JobTokens
 from scheduler_core.client import ShoalClient
 from scheduler_core.model.sweep import SweepState, TrialState
 from scheduler_core.policy.snapshot import AdmittedAs, Placement, PodPlacement
 from scheduler_core.store.records import JobState
 from sweeps import trial
-from sweeps.api_launcher import ApiLauncher, TrialTokens
+from sweeps.api_launcher import ApiLauncher
 from sweeps.controller import SweepController
 from sweeps.study import study_name
 from tests.scheduler_core.api.harness import Harness, running_harness
@@ -66,9 +66,12 @@ class AsTrial:
     def __init__(self, api: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
         self.api = api
         self.monkeypatch = monkeypatch
+        self.job_tokens = JobTokens(api.tokens, api.clock)
 
     def __call__(self, job_id: str) -> AsTrial:
-        env = self.api.store.get(job_id).spec.env
+        record = self.api.store.get(job_id)
+        # The token the scheduler's launch injects (the spec carries none): the same JobTokens the controller uses.
+        env = {**record.spec.env, **self.job_tokens.env_for(job_id, record.user, record.spec)}
         for name in ("SHOAL_API_URL", "SHOAL_API_TOKEN", "SHOAL_TRIAL_PARAMS", "SHOAL_TRIAL_NUMBER"):
             self.monkeypatch.setenv(name, env[name])
         self.monkeypatch.setenv("SHOAL_JOB_ID", job_id)
@@ -78,7 +81,7 @@ class AsTrial:
 @pytest.fixture
 def controller(api: Harness) -> Iterator[SweepController]:
     admin = ShoalClient(api.url, api.users["root"])
-    launcher = ApiLauncher(admin, job_api_url=api.url, tokens=TrialTokens(api.tokens, api.clock))
+    launcher = ApiLauncher(admin, job_api_url=api.url)
     yield SweepController(launcher, optuna.storages.InMemoryStorage())
     admin.close()
 
@@ -99,7 +102,8 @@ def test_a_sweep_runs_through_the_api(api: Harness, controller: SweepController,
     first, second = jobs_of(api, sweep_id)
     job = api.store.get(first)
     assert job.spec.kind == "trial" and job.user == "bob"
-    assert api.tokens.resolve_token(job.spec.env["SHOAL_API_TOKEN"]) == Identity("bob", "search")
+    assert "SHOAL_API_TOKEN" not in job.spec.env
+    assert "shoal_" not in json.dumps(api.client("bob").job(first).model_dump(mode="json"))
 
     # Trial 0 runs, reports through the helper, completes; trial 1 runs, is preempted, resumes.
     cluster.start(first)
@@ -152,7 +156,6 @@ def test_a_sweep_runs_through_the_api(api: Harness, controller: SweepController,
     assert final.state == "SUCCEEDED" and final.best is not None and final.best.number == 3
     assert (final.counts.complete, final.counts.pruned, final.counts.failed) == (3, 1, 0)
     assert api.store.get(second).preemptions == 1
-    assert api.tokens.resolve_token(job.spec.env["SHOAL_API_TOKEN"]) is None     # revoked with the sweep
 
 
 def test_a_failed_trial_carries_the_jobs_reason(api: Harness, controller: SweepController) -> None:

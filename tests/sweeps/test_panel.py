@@ -11,7 +11,7 @@ import pytest
 from scheduler_core.client import ShoalClient
 from scheduler_core.model.sweep import SweepState
 from sweeps import SweepPanel
-from sweeps.api_launcher import ApiLauncher, TrialTokens
+from sweeps.api_launcher import ApiLauncher
 from sweeps.controller import SweepController
 from tests.scheduler_core.api.harness import Harness, running_harness
 
@@ -121,7 +121,7 @@ def test_the_live_view_follows_the_sweep(api: Harness, panel: SweepPanel) -> Non
     panel.pruner.value = "none"
     panel.launch.click()
     admin = ShoalClient(api.url, api.users["root"])
-    controller = SweepController(ApiLauncher(admin, job_api_url=api.url, tokens=TrialTokens(api.tokens, api.clock)),
+    controller = SweepController(ApiLauncher(admin, job_api_url=api.url),
                                  optuna.storages.InMemoryStorage())
     cluster, bob = Scheduler(api), ShoalClient(api.url, api.users["bob"])
     controller.run_once()

@@ -15,7 +15,7 @@ import pytest
 
 from scheduler_core.client import ShoalClient
 from scheduler_core.model.sweep import SweepState
-from sweeps.api_launcher import ApiLauncher, TrialTokens
+from sweeps.api_launcher import ApiLauncher
 from sweeps.controller import SweepController
 from tests.browser import CHROMIUM, OUTPUT, chromium_page, jupyterlab, open_notebook, shot
 from tests.scheduler_core.api.harness import Harness, running_harness
@@ -43,7 +43,7 @@ def lab(api: Harness, tmp_path: Path) -> Iterator[str]:
 
 def test_panel_in_jupyterlab_launches_and_follows_a_sweep(lab: str, api: Harness) -> None:
     admin = ShoalClient(api.url, api.users["root"])
-    controller = SweepController(ApiLauncher(admin, job_api_url=api.url, tokens=TrialTokens(api.tokens, api.clock)),
+    controller = SweepController(ApiLauncher(admin, job_api_url=api.url),
                                  optuna.storages.InMemoryStorage())
     bob, cluster = ShoalClient(api.url, api.users["bob"]), Scheduler(api)
     with admin, bob, chromium_page(1280, 1400, failure_shot=OUTPUT / "sweep-panel-failure.png") as page:

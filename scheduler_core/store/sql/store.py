@@ -598,6 +598,13 @@ class SqlStore(Store, TokenStore):
         self.db.write(lambda conn: conn.execute(
             update(api_tokens).where(api_tokens.c.token_hash == hash_token(token)).values(revoked=True)))
 
+    def revoke_noted(self, note: str) -> int:
+        def run(conn: Connection) -> int:
+            result = conn.execute(update(api_tokens).where(and_(api_tokens.c.note == note,
+                                                                api_tokens.c.revoked.is_(False))).values(revoked=True))
+            return int(result.rowcount)
+        return self.db.write(run)
+
     # -- allocation audit ----------------------------------------------------------------------------------------
     def bound_unit_count(self) -> int:
         """Units held right now (each row is one GPU or slice; the primary key makes each held at most once)."""
