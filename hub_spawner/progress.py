@@ -7,7 +7,7 @@ carries all the scheduler knows: the reason, the queue position and the estimate
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TypedDict
 
 from .profiles import Profile

@@ -8,7 +8,6 @@ NVML UUIDs, which the executor passes in ``CUDA_VISIBLE_DEVICES`` instead of the
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
@@ -19,7 +18,7 @@ from typing import Any
 
 from ..model.cluster import Device, Node
 from .base import GpuErrorReport
-from .nvml_errors import NvmlErrorCounters
+from .nvml_errors import NvmlErrorCounters, init_nvml
 from ..model.flavours import MIG_PROFILES
 
 log = logging.getLogger(__name__)
@@ -58,15 +57,9 @@ def node_name() -> str:
 def discover(nvml: Any | None = None, *, name: str | None = None) -> LocalGpus | None:
     """The machine's GPUs as a node, or ``None`` without NVML or GPUs. ``nvml``: the ``pynvml`` module (tests pass
     a stand-in with the same functions)."""
+    nvml = init_nvml(nvml)
     if nvml is None:
-        try:
-            nvml = importlib.import_module("pynvml")
-        except ImportError:
-            return None
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:   # no driver, no device: a machine without GPUs
-        log.info("NVML not available (%s); using the virtual cluster", exc)
+        log.info("NVML not available; using the virtual cluster")
         return None
     node = name or node_name()
     devices: dict[str, list[Device]] = {}

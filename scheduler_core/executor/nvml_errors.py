@@ -115,8 +115,9 @@ class NvmlErrorCounters:
         return bool(rows[3]) if isinstance(rows, (tuple, list)) and len(rows) >= 4 else False
 
 
-def open_counters(nvml: Any | None = None) -> NvmlErrorCounters | None:
-    """Counters of every GPU NVML sees, or ``None`` without NVML or GPUs."""
+def init_nvml(nvml: Any | None = None) -> Any | None:
+    """The ``pynvml`` module (or the stand-in a test passes), initialised; ``None`` when it is not installed or
+    NVML does not start (no driver, no device: a machine without GPUs). The one way in for inventory and counters."""
     if nvml is None:
         try:
             nvml = importlib.import_module("pynvml")
@@ -124,6 +125,17 @@ def open_counters(nvml: Any | None = None) -> NvmlErrorCounters | None:
             return None
     try:
         nvml.nvmlInit()
+    except Exception:
+        return None
+    return nvml
+
+
+def open_counters(nvml: Any | None = None) -> NvmlErrorCounters | None:
+    """Counters of every GPU NVML sees, or ``None`` without NVML or GPUs."""
+    nvml = init_nvml(nvml)
+    if nvml is None:
+        return None
+    try:
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
     except Exception:
         return None

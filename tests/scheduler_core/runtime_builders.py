@@ -5,10 +5,14 @@ Shared by the store and executor contract suites and the controller tests, so a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from scheduler_core.model import ClusterConfig, JobSpec, Node, TeamConfig
 from scheduler_core.policy.snapshot import Placement, PodPlacement
+from scheduler_core.store.sql import SqlStore, open_store
 
 #: Two H100 blocks of four nodes (two leaves each, the last node a hot spare), and one MIG node (7 × 1g per GPU).
 CLUSTER: dict[str, Any] = {
@@ -99,3 +103,17 @@ def place(flavour: str, *pods: tuple[str, tuple[int, ...]]) -> Placement:
 def whole_nodes(*nodes: str, gpus: int = 8) -> Placement:
     """One pod of ``gpus`` whole H100s on each node."""
     return place("h100", *((node, tuple(range(gpus))) for node in nodes))
+
+
+@contextmanager
+def sqlite_store(directory: Path, nodes: Sequence[Node] | None = None,
+                 teams: Sequence[TeamConfig] | None = None) -> Iterator[SqlStore]:
+    """A SQLite store in ``directory`` holding ``nodes`` and ``teams`` (default: the test cluster's), disposed
+    of afterwards: the store of the tests that run a controller against real processes."""
+    store = open_store(f"sqlite:///{directory}/shoal.db")
+    store.sync_nodes(list(cluster_nodes() if nodes is None else nodes))
+    store.sync_teams(list(team_configs() if teams is None else teams))
+    try:
+        yield store
+    finally:
+        store.dispose()

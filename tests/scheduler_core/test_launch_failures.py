@@ -21,22 +21,17 @@ from scheduler_core.executor.base import LaunchRequest
 from scheduler_core.executor.local import LocalExecutor
 from scheduler_core.model import JobSpec
 from scheduler_core.store.records import JobState
-from scheduler_core.store.sql import SqlStore, open_store
+from scheduler_core.store.sql import SqlStore
 
 from .greedy_policy import GreedyPolicy
-from .runtime_builders import cluster_nodes, make_spec, team_configs
+from .runtime_builders import cluster_nodes, make_spec, sqlite_store
 from .test_executor_local import base_env
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlStore]:
-    s = open_store(f"sqlite:///{tmp_path}/shoal.db")
-    s.sync_nodes(cluster_nodes())
-    s.sync_teams(team_configs())
-    try:
+    with sqlite_store(tmp_path) as s:
         yield s
-    finally:
-        s.dispose()
 
 
 def controller(store: SqlStore, executor: LocalExecutor, **config: Any) -> Controller:

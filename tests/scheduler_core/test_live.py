@@ -17,10 +17,10 @@ from scheduler_core.executor.local import LocalExecutor
 from scheduler_core.executor.sim import SimBehaviour, SimExecutor
 from scheduler_core.service.live import LiveConfig, LiveController
 from scheduler_core.store.records import JobState
-from scheduler_core.store.sql import SqlStore, open_store
+from scheduler_core.store.sql import SqlStore
 
 from .greedy_policy import GreedyPolicy
-from .runtime_builders import cluster_nodes, make_spec, team_configs
+from .runtime_builders import cluster_nodes, make_spec, sqlite_store
 from .test_executor_local import HONEST, base_env
 
 FAST = LiveConfig(lease_ttl_s=3.0, renew_every_s=0.5, standby_poll_s=0.1, safety_margin_s=1.0, tick_min_s=0.05,
@@ -32,13 +32,8 @@ NO_TICKS = LiveConfig(lease_ttl_s=3.0, renew_every_s=0.5, standby_poll_s=0.1, sa
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlStore]:
-    s = open_store(f"sqlite:///{tmp_path}/shoal.db")
-    s.sync_nodes(cluster_nodes())
-    s.sync_teams(team_configs())
-    try:
+    with sqlite_store(tmp_path) as s:
         yield s
-    finally:
-        s.dispose()
 
 
 def live(store: SqlStore, executor: Executor, holder: str, config: LiveConfig = FAST) -> LiveController:

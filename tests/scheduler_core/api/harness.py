@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from scheduler_core.api import ApiService, TokenAuthenticator, make_app
 from scheduler_core.api.server import ServerThread
 from scheduler_core.auth.memory import MemoryTokenStore
 from scheduler_core.auth.tokens import Identity, TokenStore
+from scheduler_core.cli.main import main
 from scheduler_core.client import ShoalClient
 from scheduler_core.model import JobSpec
 from scheduler_core.policy.snapshot import AdmittedAs, Placement
@@ -128,3 +130,17 @@ def _serve_harness(harness: Harness) -> Iterator[Harness]:
         dispose = getattr(harness.store, "dispose", None)
         if dispose is not None:
             dispose()
+
+
+class Shoal:
+    """Run ``shoal ARGS`` in process; returns (exit code, stdout, stderr)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        self._capsys.readouterr()
+        code = main(list(args))
+        out, err = self._capsys.readouterr()
+        return code, out, err
+

@@ -20,27 +20,7 @@ from scheduler_core.store.records import JobState
 from scheduler_core.store.sql import SqlStore
 
 from ..runtime_builders import cluster_nodes, make_spec, team_configs, whole_nodes
-from .harness import T0, Harness
-
-
-@pytest.fixture
-def shoal(api: Harness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[Shoal]:
-    monkeypatch.setenv("SHOAL_URL", api.url)
-    monkeypatch.setenv("SHOAL_TOKEN", api.users["alice"])
-    yield Shoal(capsys)
-
-
-class Shoal:
-    """Run ``shoal ARGS`` in process; returns (exit code, stdout, stderr)."""
-
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self._capsys = capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self._capsys.readouterr()
-        code = main(list(args))
-        out, err = self._capsys.readouterr()
-        return code, out, err
+from .harness import T0, Harness, Shoal
 
 
 def test_submit_a_yaml_file(api: Harness, shoal: Shoal, tmp_path: Path) -> None:

@@ -7,41 +7,20 @@ gives a job from its command."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from scheduler_core.cli.jobs import _default_name
-from scheduler_core.cli.main import main
 from scheduler_core.cli.queue_columns import COLUMNS
 from scheduler_core.model import AdmittedAs, Reason
 from scheduler_core.policy.quota import quota_full_message
 from scheduler_core.store.records import Event, JobState
 
 from ..runtime_builders import make_spec, whole_nodes
-from .harness import T0, Harness
+from .harness import T0, Harness, Shoal
 
 RAW_TIMESTAMP = re.compile(r"\b1\.\d+e\+09\b|\b1[78]\d{8}(\.\d+)?\b")
-
-
-@pytest.fixture
-def shoal(api: Harness, monkeypatch: pytest.MonkeyPatch,
-          capsys: pytest.CaptureFixture[str]) -> Iterator[Shoal]:
-    monkeypatch.setenv("SHOAL_URL", api.url)
-    monkeypatch.setenv("SHOAL_TOKEN", api.users["alice"])
-    yield Shoal(capsys)
-
-
-class Shoal:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self._capsys = capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self._capsys.readouterr()
-        code = main(list(args))
-        out, err = self._capsys.readouterr()
-        return code, out, err
 
 
 def table(out: str) -> list[list[str]]:

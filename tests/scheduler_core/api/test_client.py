@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduler_core.client import (ApiUnavailable, AsyncShoalClient, AuthenticationFailed, ClientConfig,
+from scheduler_core.client import (ApiUnavailable, AsyncShoalClient, AuthenticationFailed,
                                    InvalidRequest, JobNotFound, PermissionDenied, ServerError, ShoalClient,
                                    StateConflict)
 from scheduler_core.errors import Conflict, NotFound, ValidationFailed

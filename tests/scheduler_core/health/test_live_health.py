@@ -28,9 +28,9 @@ from scheduler_core.runtime.node_lifecycle import HealthConfig
 from scheduler_core.service.live import LiveConfig, LiveController
 from scheduler_core.service.nodes import fail_node, repair_node
 from scheduler_core.store.records import JobRecord, JobState
-from scheduler_core.store.sql import SqlStore, open_store
+from scheduler_core.store.sql import SqlStore
 
-from ..runtime_builders import make_spec
+from ..runtime_builders import make_spec, sqlite_store
 from ..test_executor_local import base_env
 
 T = TypeVar("T")
@@ -53,13 +53,8 @@ class SilencingExecutor(LocalExecutor):
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlStore]:
-    s = open_store(f"sqlite:///{tmp_path}/shoal.db")
-    s.sync_nodes(NODES)
-    s.sync_teams([TEAM])
-    try:
+    with sqlite_store(tmp_path, NODES, [TEAM]) as s:
         yield s
-    finally:
-        s.dispose()
 
 
 def executor(tmp_path: Path, nodes: list[Node] = NODES) -> SilencingExecutor:

@@ -13,10 +13,10 @@ import pytest
 from scheduler_core.controller import ControllerConfig
 from scheduler_core.model import Health
 from scheduler_core.service.live import LiveConfig, LiveController
-from scheduler_core.store.sql import SqlStore, open_store
+from scheduler_core.store.sql import SqlStore
 
 from ..greedy_policy import GreedyPolicy
-from ..runtime_builders import cluster_nodes, team_configs
+from ..runtime_builders import cluster_nodes, sqlite_store
 from .harness import KubeHarness
 
 FAST = LiveConfig(lease_ttl_s=3.0, renew_every_s=0.5, standby_poll_s=0.1, safety_margin_s=1.0, tick_min_s=0.05,
@@ -25,13 +25,8 @@ FAST = LiveConfig(lease_ttl_s=3.0, renew_every_s=0.5, standby_poll_s=0.1, safety
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqlStore]:
-    s = open_store(f"sqlite:///{tmp_path}/shoal.db")
-    s.sync_nodes(cluster_nodes())
-    s.sync_teams(team_configs())
-    try:
+    with sqlite_store(tmp_path) as s:
         yield s
-    finally:
-        s.dispose()
 
 
 def test_node_health_follows_the_cluster_while_leading(tmp_path: Path, store: SqlStore) -> None:

@@ -13,7 +13,7 @@ from scheduler_core.policy.cadence import PlanEvery
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.snapshot import RunTimes, Snapshot
 
-from .builders import MIN, H, make_cluster, make_job, make_snapshot, nodes_of
+from .builders import MIN, H, make_cluster, make_job, make_snapshot
 
 MIG = "h100-mig-1g"
 NOW = 10 * H
