@@ -175,7 +175,7 @@ class _Cycle:
         self.relabels: list[Relabel] = []
         self._relabelled: set[str] = set()
         self._spots: dict[str, list[tuple[int, int]]] = {}
-        self._reclaim_ready: dict[tuple[str, str], list[tuple[float, str, int, str]]] = {}
+        self._reclaim_ready: dict[tuple[str, str, bool], list[tuple[float, str, int, str]]] = {}
         self._clock: QuotaClock | None = None
         self._classes: dict[tuple[object, ...], _Class] = {}
         #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
@@ -599,7 +599,7 @@ class _Cycle:
         usual length, see ``estimates``). With the words that say what the estimate counts on; ``None``: no
         such borrower (the job's plan is its timeline's)."""
         cohort = self.snapshot.teams[request.team].cohort
-        ready = self._reclaim_ready.get((cohort, flavour))
+        ready = self._reclaim_ready.get((cohort, flavour, likely))
         if ready is None:
             ready = []
             for job in self.running:
@@ -615,7 +615,7 @@ class _Cycle:
                           else "")
                 ready.append((min(at, end), job.request.team, job.request.units, holder))
             ready.sort()
-            self._reclaim_ready[(cohort, flavour)] = ready
+            self._reclaim_ready[(cohort, flavour, likely)] = ready
         got = count = 0
         held: dict[str, int] = {}
         last = self.now
