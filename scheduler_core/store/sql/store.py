@@ -17,12 +17,13 @@ process and cached, since the controller reads every pending job each cycle.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 from collections.abc import Container, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
-    Connection, CursorResult, Row, RowMapping, Table, and_, bindparam, delete, func, insert, select, text, update,
+    Connection, CursorResult, Row, Table, and_, bindparam, delete, func, insert, select, text, update,
 )
 from sqlalchemy.exc import IntegrityError
 
@@ -112,6 +113,17 @@ _JOB_STATES = {state.value: state for state in JobState}
 _ADMITTED_AS = {admitted.value: admitted for admitted in AdmittedAs}
 _REASONS = {reason.value: reason for reason in Reason}
 _NO_NODES: frozenset[str] = frozenset()
+#: A job row's columns by position, in the order ``_build_job_record`` unpacks them: by name (``row.state``) each
+#: costs about a microsecond, and a first cycle after a start builds 2,300 records of 40 columns each.
+_JOB_KEYS = tuple(column.key for column in _JOB_SELECT.selected_columns)
+_JOB_ID = _JOB_KEYS.index("id")
+_RECORD_FIELDS = operator.itemgetter(*(_JOB_KEYS.index(name) for name in (
+    "id", "spec", "user_name", "state", "submitted_at", "queued_at", "front_of_queue", "admitted_as", "placement",
+    "admitted_at", "labelled_at", "started_at", "finished_at", "terminate_by", "requeue_on_exit", "restarts",
+    "infra_restarts", "preemptions", "attained_gpu_s", "restart_block", "avoid_nodes", "wait_reason",
+    "room_wait_since", "room_waited_s", "wait_message", "queue_position", "estimated_start", "exit_code", "message",
+    "cancel_requested", "checkpoint_requested", "epoch", "idle_since", "idle_limit_s", "ck_step", "ck_uri",
+    "ck_bytes", "ck_written_at", "ck_verified", "ck_cost_s")))
 
 
 class SqlStore(Store, TokenStore):
@@ -131,6 +143,7 @@ class SqlStore(Store, TokenStore):
         self._sweep_specs: dict[str, SweepSpec] = {}
         self._nodes: dict[str, Node] = {}
         self._node_records: dict[str, tuple[tuple[Any, ...], NodeRecord]] = {}
+        self._teams: dict[str, TeamConfig] = {}
 
     @property
     def url(self) -> str:
@@ -164,6 +177,8 @@ class SqlStore(Store, TokenStore):
                 conn.execute(delete(nodes).where(nodes.c.name.in_(gone)))
             for position, node in enumerate(nodes_):
                 config = codec.node_to_json(node)
+                # The very nodes configured, as MemoryStore keeps them: list_nodes need not parse 512 configs.
+                self._nodes[config] = node
                 if node.name in existing:
                     conn.execute(update(nodes).where(nodes.c.name == node.name)
                                  .values(position=position, config=config))
@@ -203,17 +218,27 @@ class SqlStore(Store, TokenStore):
         self.db.write(run)
 
     def sync_teams(self, teams_: Sequence[TeamConfig]) -> None:
+        configs = [codec.dumps(team) for team in teams_]
+
         def run(conn: Connection) -> None:
             conn.execute(delete(teams))
             if teams_:
                 conn.execute(insert(teams), [
-                    {"name": team.name, "position": position, "config": codec.dumps(team)}
-                    for position, team in enumerate(teams_)])
+                    {"name": team.name, "position": position, "config": config}
+                    for position, (team, config) in enumerate(zip(teams_, configs, strict=True))])
         self.db.write(run)
+        self._teams.update(zip(configs, teams_))
 
     def list_teams(self) -> list[TeamConfig]:
+        # Every step lists the teams: each config is validated once per process (teams are frozen models).
         rows = self.db.read(lambda conn: conn.execute(select(teams.c.config).order_by(teams.c.position)).all())
-        return [TeamConfig.model_validate(json.loads(row.config)) for row in rows]
+        return [self._team(row[0]) for row in rows]
+
+    def _team(self, config: str) -> TeamConfig:
+        team = self._teams.get(config)
+        if team is None:
+            team = self._teams[config] = TeamConfig.model_validate(json.loads(config))
+        return team
 
     # -- jobs ----------------------------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, user: str, now: float, idempotency_key: str | None = None) -> JobRecord:
@@ -397,34 +422,33 @@ class SqlStore(Store, TokenStore):
             ids = list(dict.fromkeys(wait[0] for wait in waits))
             # The waits are of pending jobs: read those in one query (a 2,000-long IN list costs more than this),
             # then the few others by id.
-            current: dict[str, Row[Any]] = {
-                row.id: row for row in conn.execute(select(*columns).where(jobs.c.state == JobState.PENDING.value))}
+            current: dict[str, tuple[Any, ...]] = {
+                row[0]: tuple(row)
+                for row in conn.execute(select(*columns).where(jobs.c.state == JobState.PENDING.value))}
             others = [job_id for job_id in ids if job_id not in current]
             for start in range(0, len(others), _CHUNK):
                 for row in conn.execute(select(*columns).where(jobs.c.id.in_(others[start:start + _CHUNK]))):
-                    current[row.id] = row
+                    current[row[0]] = tuple(row)
             missing = [job_id for job_id in ids if job_id not in current]
             if missing:
                 raise NotFound(f"no job {missing[0]!r}")
-            changes = []
+            pending = JobState.PENDING.value
+            changes: list[tuple[Any, ...]] = []
             for job_id, reason, message, position, estimated_start in waits:
-                row = current[job_id]
-                if row.state != JobState.PENDING.value:
+                # By position (the columns above): a row's attributes cost a microsecond each, 2,000 times.
+                _, state, old_reason, old_message, old_position, old_start, since, waited_s = current[job_id]
+                if state != pending:
                     continue
-                if (row.wait_reason, row.wait_message, row.queue_position, row.estimated_start) == (
-                        reason.value, message, position, estimated_start):
+                value = reason.value
+                if (old_reason, old_message, old_position, old_start) == (value, message, position, estimated_start):
                     continue
-                since, waited_s = room_wait(row.room_wait_since, row.room_waited_s, reason, now)
-                changes.append({"job": job_id, "wait_reason": reason.value, "wait_message": message,
-                                "queue_position": position, "estimated_start": estimated_start,
-                                "room_wait_since": since, "room_waited_s": waited_s})
+                since, waited_s = room_wait(since, waited_s, reason, now)
+                changes.append((value, message, position, estimated_start, since, waited_s, job_id))
             if changes:
                 # The driver's own executemany: SQLAlchemy's per-row parameter processing would cost more than
                 # the 2,000 updates of a first cycle themselves.
                 sql = _SET_WAIT.replace("?", "%s") if self.db.is_postgres else _SET_WAIT
-                conn.exec_driver_sql(sql, [
-                    (c["wait_reason"], c["wait_message"], c["queue_position"], c["estimated_start"],
-                     c["room_wait_since"], c["room_waited_s"], c["job"]) for c in changes])
+                conn.exec_driver_sql(sql, changes)
             return self._insert_events(conn, events)
         return self.db.write(run)
 
@@ -517,21 +541,28 @@ class SqlStore(Store, TokenStore):
             # Ids come from a sequence, which hands them out before commit; holding this lock to commit
             # makes ids become visible in order, so a reader paging with ``after_id`` never skips one.
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENTS_LOCK_KEY})
-        rows = [{"at": event.at, "kind": event.kind, "reason": event.reason, "message": event.message,
-                 "job_id": event.job_id, "node": event.node, "team": event.team,
-                 "data": _event_json(event.data)} for event in events_]
-        if len(rows) == 1:
-            ids = [_new_id(conn.execute(_INSERT_EVENT, rows[0]))]
-        elif self.db.is_postgres:
-            ids = [int(row[0]) for row in conn.execute(_INSERT_EVENTS_RETURNING, rows)]
-        else:
-            # SQLite: the driver's own executemany (SQLAlchemy's per-row bookkeeping costs more than the insert),
-            # then the new ids, read back under the write lock this transaction holds (nobody else appends).
+        ids: Sequence[int]
+        if len(events_) > 1 and not self.db.is_postgres:
+            # SQLite: the driver's own executemany (SQLAlchemy's per-row bookkeeping costs more than the insert).
+            # This transaction holds the write lock, so nobody else appends meanwhile and the new rows are the ones
+            # above ``before``: a rowid table gives them consecutive ids, which one aggregate query confirms.
             before: int = conn.execute(select(func.coalesce(func.max(events.c.id), 0))).scalar_one()
-            conn.exec_driver_sql(_SQLITE_INSERT_EVENTS, [tuple(row[c] for c in _EVENT_COLUMNS) for row in rows])
-            ids = list(conn.execute(select(events.c.id).where(events.c.id > before).order_by(events.c.id)).scalars())
-            if len(ids) != len(rows):
-                raise RuntimeError(f"appended {len(rows)} events but found {len(ids)} new ids")
+            conn.exec_driver_sql(_SQLITE_INSERT_EVENTS, [
+                (event.at, event.kind, event.reason, event.message, event.job_id, event.node, event.team,
+                 _event_json(event.data)) for event in events_])
+            count, last = conn.execute(select(func.count(), func.max(events.c.id)).where(events.c.id > before)).one()
+            if count != len(events_):
+                raise RuntimeError(f"appended {len(events_)} events but found {count} new ids")
+            ids = (range(before + 1, last + 1) if last == before + count else
+                   list(conn.execute(select(events.c.id).where(events.c.id > before).order_by(events.c.id)).scalars()))
+        else:
+            rows = [{"at": event.at, "kind": event.kind, "reason": event.reason, "message": event.message,
+                     "job_id": event.job_id, "node": event.node, "team": event.team,
+                     "data": _event_json(event.data)} for event in events_]
+            if len(rows) == 1:
+                ids = [_new_id(conn.execute(_INSERT_EVENT, rows[0]))]
+            else:
+                ids = [int(row[0]) for row in conn.execute(_INSERT_EVENTS_RETURNING, rows)]
         return [Event(at=event.at, kind=event.kind, reason=event.reason, message=event.message,
                       job_id=event.job_id, node=event.node, team=event.team, data=dict(event.data), id=event_id)
                 for event, event_id in zip(events_, ids, strict=True)]
@@ -737,7 +768,7 @@ class SqlStore(Store, TokenStore):
                 sweep_id=sweep_id, number=row.t_number, job_id=row.id, params=json.loads(row.t_params),
                 state=TrialState(row.t_state), created_at=row.t_created_at, value=row.t_value,
                 intermediate=tuple(values.get(row.t_number, ())), message=row.t_message,
-                finished_at=row.t_finished_at), self._build_job_record(row)) for row in rows]
+                finished_at=row.t_finished_at), self._build_job_record(tuple(row))) for row in rows]
         return self.db.read(run)
 
     def report_trial(self, job_id: str, *, step: int | None, value: float, final: bool,
@@ -938,44 +969,41 @@ class SqlStore(Store, TokenStore):
     def _job_record(self, row: Row[Any]) -> JobRecord:
         # Most rows read in a cycle did not change since the last one: reuse the record built from an equal row.
         values = tuple(row)
-        m = row._mapping
-        job_id = m["id"]
+        job_id = values[_JOB_ID]
         cached = self._records.get(job_id)
         if cached is not None and cached[0] == values:
             return cached[1]
-        record = self._build_job_record(row, m)
+        record = self._build_job_record(values)
         self._records[job_id] = (values, record)
         return record
 
-    def _build_job_record(self, row: Row[Any], m: RowMapping | None = None) -> JobRecord:
-        # By key on the row's mapping (``m``, if the caller has it): ``row.name`` costs about a microsecond an
-        # attribute, and a first cycle after a start builds 2,300 records of 40 columns each.
-        if m is None:
-            m = row._mapping
-        job_id = m["id"]
+    def _build_job_record(self, values: Sequence[Any]) -> JobRecord:
+        """The record of a job row: ``_JOB_SELECT``'s columns, last in ``values``."""
+        (job_id, spec_text, user, state, submitted_at, queued_at, front_of_queue, admitted_as, placement,
+         admitted_at, labelled_at, started_at, finished_at, terminate_by, requeue_on_exit, restarts, infra_restarts,
+         preemptions, attained_gpu_s, restart_block, avoid_nodes, wait_reason, room_wait_since, room_waited_s,
+         wait_message, queue_position, estimated_start, exit_code, message, cancel_requested, checkpoint_requested,
+         epoch, idle_since, idle_limit_s, ck_step, ck_uri, ck_bytes, ck_written_at, ck_verified, ck_cost_s,
+         ) = _RECORD_FIELDS(values[-len(_JOB_KEYS):] if len(values) != len(_JOB_KEYS) else values)
         spec = self._specs.get(job_id)
         if spec is None:
-            spec = self._specs[job_id] = codec.spec_from_json(m["spec"])
+            spec = self._specs[job_id] = codec.spec_from_json(spec_text)
         last = None
-        if m["ck_step"] is not None:
-            last = CheckpointRecord(job_id=job_id, step=m["ck_step"], uri=m["ck_uri"], bytes=m["ck_bytes"],
-                                    written_at=m["ck_written_at"], verified=bool(m["ck_verified"]),
-                                    cost_s=m["ck_cost_s"])
-        admitted_as, placement, wait_reason = m["admitted_as"], m["placement"], m["wait_reason"]
-        avoid = m["avoid_nodes"]
+        if ck_step is not None:
+            last = CheckpointRecord(job_id=job_id, step=ck_step, uri=ck_uri, bytes=ck_bytes, written_at=ck_written_at,
+                                    verified=bool(ck_verified), cost_s=ck_cost_s)
         return JobRecord(
-            id=job_id, spec=spec, user=m["user_name"], state=_JOB_STATES[m["state"]],
-            submitted_at=m["submitted_at"], queued_at=m["queued_at"], front_of_queue=bool(m["front_of_queue"]),
+            id=job_id, spec=spec, user=user, state=_JOB_STATES[state], submitted_at=submitted_at, queued_at=queued_at,
+            front_of_queue=bool(front_of_queue),
             admitted_as=_ADMITTED_AS[admitted_as] if admitted_as is not None else None,
             placement=codec.placement_from_json(placement) if placement is not None else None,
-            admitted_at=m["admitted_at"], labelled_at=m["labelled_at"], started_at=m["started_at"],
-            finished_at=m["finished_at"], terminate_by=m["terminate_by"], requeue_on_exit=bool(m["requeue_on_exit"]),
-            restarts=m["restarts"], infra_restarts=m["infra_restarts"], preemptions=m["preemptions"],
-            attained_gpu_s=m["attained_gpu_s"], last_checkpoint=last, restart_block=m["restart_block"],
-            avoid_nodes=_NO_NODES if avoid == "[]" else frozenset(json.loads(avoid)),
+            admitted_at=admitted_at, labelled_at=labelled_at, started_at=started_at, finished_at=finished_at,
+            terminate_by=terminate_by, requeue_on_exit=bool(requeue_on_exit), restarts=restarts,
+            infra_restarts=infra_restarts, preemptions=preemptions, attained_gpu_s=attained_gpu_s,
+            last_checkpoint=last, restart_block=restart_block,
+            avoid_nodes=_NO_NODES if avoid_nodes == "[]" else frozenset(json.loads(avoid_nodes)),
             wait_reason=_REASONS[wait_reason] if wait_reason is not None else None,
-            room_wait_since=m["room_wait_since"], room_waited_s=m["room_waited_s"], wait_message=m["wait_message"],
-            queue_position=m["queue_position"], estimated_start=m["estimated_start"], exit_code=m["exit_code"],
-            message=m["message"], cancel_requested=bool(m["cancel_requested"]),
-            checkpoint_requested=bool(m["checkpoint_requested"]), epoch=m["epoch"], idle_since=m["idle_since"],
-            idle_limit_s=m["idle_limit_s"])
+            room_wait_since=room_wait_since, room_waited_s=room_waited_s, wait_message=wait_message,
+            queue_position=queue_position, estimated_start=estimated_start, exit_code=exit_code, message=message,
+            cancel_requested=bool(cancel_requested), checkpoint_requested=bool(checkpoint_requested), epoch=epoch,
+            idle_since=idle_since, idle_limit_s=idle_limit_s)
