@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from scheduler_core.model import JobSpec, TopologyLevel
+from scheduler_core.model.job import STORED
+from scheduler_core.store.sql.codec import spec_to_json
 
 EXAMPLE: dict[str, Any] = {
     "name": "risk-7b-ft-festive", "team": "fraud-ml", "priority_class": "standard", "flavour": "h100",
@@ -66,3 +69,36 @@ def test_missing_required_fields() -> None:
 def test_mig_gang_is_refused() -> None:
     with pytest.raises(ValidationError, match="single-pod"):
         JobSpec.model_validate({**EXAMPLE, "flavour": "h100-mig-1g", "pods": 2, "gpus_per_pod": 1})
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"flavour": ["h100-mig-1g"], "pods": 1, "gpus_per_pod": 1, "kind": "notebook", "topology": None},
+    {"flavour": ["a100", "h100"], "topology": {"preferred": "leaf"}, "priority_class": "scavenger"},
+    {"env": {"A": "1", "B_2": "x y"}, "labels": {"sweep": "s1"}, "cpus_per_pod": 12, "memory_gb_per_pod": 64},
+    {"preemptible": False, "checkpoint": {"interval": 33.3, "grace_period": 12.5, "cost": 0.75}},
+])
+def test_a_stored_spec_reads_back_equal_to_the_submitted_one(change: dict[str, Any]) -> None:
+    """``STORED``: what a store reads back (the rules already passed at submission) equals a full validation."""
+    spec = JobSpec.model_validate({**EXAMPLE, **change})
+    text = spec_to_json(spec)
+    assert JobSpec.model_validate_json(text, context=STORED) == JobSpec.model_validate_json(text) == spec
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"pods": "4"}, "valid integer"),
+    ({"flavour": 7}, "valid array"),
+    ({"checkpoint": {"grace_period": -1}}, "must not be negative"),
+    ({"surprise": 1}, "Extra inputs are not permitted"),
+])
+def test_stored_still_checks_every_field_type(change: dict[str, Any], words: str) -> None:
+    """Only the submission rules are skipped for a stored spec: a row that is not a spec at all is still refused."""
+    text = json.dumps({**EXAMPLE, **change})
+    with pytest.raises(ValidationError, match=words):
+        JobSpec.model_validate_json(text, context=STORED)
+
+
+def test_stored_skips_the_submission_rules_only_when_asked() -> None:
+    text = json.dumps({**EXAMPLE, "gpus_per_pod": 16})
+    with pytest.raises(ValidationError, match="at most 8 GPUs"):
+        JobSpec.model_validate_json(text)
+    assert JobSpec.model_validate_json(text, context=STORED).gpus_per_pod == 16

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...model.cluster import Device, Node
-from ...model.job import JobSpec
+from ...model.job import STORED, JobSpec
 from ...model.allocation import Placement, PodPlacement
 
 
@@ -41,8 +41,10 @@ def spec_to_json(spec: JobSpec) -> str:
 
 
 def spec_from_json(text: str) -> JobSpec:
-    # Straight from JSON in pydantic-core: a scheduler's first cycle after a start parses every pending spec.
-    return JobSpec.model_validate_json(text)
+    """A spec this store wrote (``spec_to_json`` of a validated spec): straight from JSON in pydantic-core, its
+    fields' types checked but not the submission rules again (``STORED``), since a scheduler's first cycle after a
+    start parses every pending spec."""
+    return JobSpec.model_validate_json(text, context=STORED)
 
 
 def node_to_json(node: Node) -> str:
