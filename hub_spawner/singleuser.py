@@ -6,6 +6,8 @@ were ``rfc3987_syntax``, which ``jsonschema``'s format checker imports if it is 
 it in) and which builds a Lark grammar at import time, only to check "iri" formats that no schema the server
 validates uses. Marking it absent before anything imports ``jsonschema`` halves the server's start; nothing else
 changes (``jsonschema`` treats it as not installed). Kubernetes pods run the image's own ``jupyterhub-singleuser``.
+
+The rest of the import is paid ahead of time by the warm process (``hub_spawner.zygote``), which forks this ``main``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,13 @@ from __future__ import annotations
 import sys
 
 
-def main() -> int | None:
+def prepare() -> None:
+    """Mark ``rfc3987_syntax`` absent; before anything imports ``jsonschema`` (the warm process calls it too)."""
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # "not installed", for jsonschema
+
+
+def main() -> int | None:
+    prepare()
     from jupyterhub.singleuser import main as singleuser
     result: int | None = singleuser()
     return result

@@ -37,6 +37,7 @@ from .profiles import options_from_form as _options_from_form
 from .progress import ROOM_REASONS, progress_event, startable_profiles
 from .scheduler import NotebookJob, NotebookScheduler, SchedulerRefused, SchedulerUnavailable
 from .teams import NoTeam, choose_team, teams_from_groups
+from .zygote_supervisor import socket_path, warm_process
 
 #: Bumped when the meaning of the saved state changes; ``load_state`` ignores state it cannot read.
 STATE_VERSION = 1
@@ -111,6 +112,30 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
     def _default_example_notebooks(self) -> str:
         source = default_source()
         return str(source) if source is not None else ""
+
+    warm_start = Bool(
+        True, help="Local launcher: keep a warm process with the single-user server's imports done "
+                   "(hub_spawner.zygote, started when a spawn page is first shown) and fork each server from it, "
+                   "with the server's own environment, directory and log; the notebook job's process relays "
+                   "signals to it and ends as it ends. Servers start cold when it is off, absent or refuses, or "
+                   "when `cmd` is not the default.",
+    ).tag(config=True)
+
+    warm_start_timeout = Float(
+        30.0, help="Local launcher: seconds a notebook job's launcher waits for the warm process (still importing, "
+                   "just after the hub started) before it starts the server cold.",
+    ).tag(config=True)
+
+    ready_check = Bool(
+        True, help="Local launcher: start() returns once the server accepts connections on its port (tried every "
+                   "`ready_check_interval`), so the hub's own check, which backs off exponentially, succeeds at its "
+                   "first try; a job that ends meanwhile fails the spawn at once with the scheduler's message. "
+                   "After `http_timeout` seconds the hub's own check takes over.",
+    ).tag(config=True)
+
+    ready_check_interval = Float(
+        0.05, help="Seconds between the spawner's tries to connect to a starting server (`ready_check`).",
+    ).tag(config=True)
 
     launcher = Enum(
         ["local", "kubernetes"], default_value="local",
@@ -229,6 +254,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
 
     @staticmethod
     def _render_options_form(spawner: ShoalSpawner) -> str:
+        spawner._warm_up()   # the user is about to press Start: have the server's imports done by then
         return render_form(spawner.profiles, teams=spawner.user_teams(), notice=spawner.last_stop)
 
     # ------------------------------------------------------------------ scheduler seam
@@ -287,6 +313,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         else:
             if not self.port:
                 self.port = random_port()
+            self._warm_up()
             env_file = self._write_env_file()
             command = [sys.executable, "-m", "hub_spawner.launch", str(env_file), "--", *self.cmd, *self.get_args()]
         spec = notebook_spec(
@@ -313,6 +340,8 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
                 await self._kube_secrets().put(job.id, self._private_env(), labels={"shoal.io/hub-user": _label(
                     self.user.name)})
             job = await self._wait_until_running(job, profile)
+            if not on_kubernetes and self.ready_check:
+                job = await self._wait_until_listening(job, self.ip or "127.0.0.1", self.port)
         except BaseException:
             await self._cancel_quietly("the spawn did not complete")
             await self._remove_kube_secret()
@@ -367,6 +396,32 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
             job = await self._read_job(job.id)
             self._alternatives = await self._startable_now(job, profile)
             self._publish(job)
+
+    async def _wait_until_listening(self, job: NotebookJob, ip: str, port: int) -> NotebookJob:
+        """Until the granted server accepts connections; its job's status is read every ``status_interval`` so a
+        server that exits (bad config, a crash) fails the spawn with the scheduler's word, not the hub's timeout."""
+        deadline = time.monotonic() + self.http_timeout
+        next_read = time.monotonic() + self.status_interval
+        while time.monotonic() < deadline:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(ip, port), timeout=1.0)
+            except (OSError, asyncio.TimeoutError):
+                pass
+            else:
+                writer.close()
+                return job
+            if time.monotonic() >= next_read:
+                job = await self._read_job(job.id)
+                self._publish(job)
+                next_read = time.monotonic() + self.status_interval
+                if job.finished or job.pending:
+                    raise SpawnException(f"your notebook server (job {job.id}) ended before it answered "
+                                         f"({job.state}): {job.message or 'see the job log: shoal logs ' + job.id}",
+                                         reason="shoal-job-ended")
+            await asyncio.sleep(self.ready_check_interval)
+        self.log.warning("%s: server of job %s not listening on %s:%d after %d s; the hub's check takes over",
+                         self._log_name, job.id, ip, port, self.http_timeout)
+        return job
 
     async def _startable_now(self, job: NotebookJob, profile: Profile) -> tuple[str, ...]:
         """Other profiles that could start now while this one waits for room (names, for the spawn page)."""
@@ -466,6 +521,18 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(job.finished_at or time.time()))
             self.last_stop = f"Your last server ({job.id}) stopped at {when}: {job.message}"
 
+    # ------------------------------------------------------------------ warm starts (local launcher)
+    def _warm_socket(self) -> str | None:
+        """The warm process this spawner's servers may fork from, if warm starts apply to them."""
+        if self.launcher != "local" or not self.warm_start or list(self.cmd) != self._default_cmd():
+            return None
+        return socket_path(self.secrets_dir)
+
+    def _warm_up(self) -> None:
+        path = self._warm_socket()
+        if path is not None:
+            warm_process(path).ensure()
+
     # ------------------------------------------------------------------ the private environment file
     def _write_env_file(self) -> Path:
         directory = Path(self.secrets_dir)
@@ -476,7 +543,8 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         cwd = os.path.expanduser(self.format_string(self.work_dir)) if self.work_dir else None
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
-            json.dump({"env": env, "cwd": cwd, "examples": self.example_notebooks or None}, handle)
+            json.dump({"env": env, "cwd": cwd, "examples": self.example_notebooks or None,
+                       "zygote": self._warm_socket(), "zygote_timeout": self.warm_start_timeout}, handle)
         self.env_file = str(path)
         return path
 

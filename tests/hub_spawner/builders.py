@@ -38,6 +38,10 @@ class Hub:
     base_url: str = "/hub/"
 
 
+#: The fake scheduler runs no server: no warm process to fork one, nothing that will listen on the port.
+NO_SERVER = {"warm_start": False, "ready_check": False}
+
+
 class SpawnerBuilder:
     def __init__(self, scheduler: NotebookScheduler, tmp: Path) -> None:
         self._scheduler = scheduler
@@ -62,7 +66,7 @@ class SpawnerBuilder:
         scheduler = self._scheduler
         spawner = ShoalSpawner(user=self._user, hub=Hub(), scheduler_factory=lambda _s: scheduler,
                                secrets_dir=str(self._tmp / "secrets"), status_interval=0.01,
-                               work_dir=str(self._tmp / "work" / "{username}"), **self._config)
+                               work_dir=str(self._tmp / "work" / "{username}"), **{**NO_SERVER, **self._config})
         spawner.user_options = dict(self._options)
         spawner.api_token = f"token-of-{self._user.name}"
         return spawner

@@ -211,3 +211,38 @@ def test_the_spawner_is_registered_as_the_shoal_entry_point() -> None:
     assert spawners.get("shoal") == "hub_spawner:ShoalSpawner"
     assert issubclass(ShoalSpawner, __import__("jupyterhub.spawner").spawner.Spawner)
     assert os.environ.get("SHOAL_URL") is None or ShoalSpawner().shoal_url == os.environ["SHOAL_URL"]
+
+
+def test_start_returns_once_the_granted_server_listens_so_the_hubs_first_check_succeeds(
+        make: SpawnerBuilder, scheduler: FakeScheduler) -> None:
+    spawner = make.config(ready_check=True, ready_check_interval=0.01).build()
+
+    async def scenario() -> tuple[bool, tuple[str, int]]:
+        starting = asyncio.create_task(spawner.start())
+        while not (spawner.job_id and scheduler.jobs[spawner.job_id].state == "RUNNING"):
+            await asyncio.sleep(0.01)
+        for _ in range(20):   # granted and running, but nothing listens yet: start() keeps waiting
+            await asyncio.sleep(0.01)
+        waited = not starting.done()
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", spawner.port)
+        async with server:
+            return waited, await asyncio.wait_for(starting, timeout=10)
+
+    waited, address = asyncio.run(scenario())
+    assert waited and address == ("127.0.0.1", spawner.port)
+
+
+def test_a_server_that_exits_before_it_listens_fails_the_spawn_at_once_with_the_schedulers_word(
+        make: SpawnerBuilder, scheduler: FakeScheduler) -> None:
+    spawner = make.config(ready_check=True, http_timeout=300).build()
+
+    async def scenario() -> None:
+        starting = asyncio.create_task(spawner.start())
+        while not (spawner.job_id and scheduler.jobs[spawner.job_id].state == "RUNNING"):
+            await asyncio.sleep(0.01)
+        scheduler.finish(spawner.job_id, exit_code=1)
+        await asyncio.wait_for(starting, timeout=10)
+
+    with pytest.raises(SpawnException, match="ended before it answered"):
+        asyncio.run(scenario())
+    assert spawner.job_id is None or scheduler.jobs[spawner.job_id].finished
