@@ -434,6 +434,24 @@ class StoreContract(SweepStoreContract, ABC):
         assert store.set_waits([], 4.0, events=[Event(at=4.0, kind="reserve", reason="Reserved")])[0].id == \
             stored[-1].id + 1   # events alone, with no waits
 
+    def test_a_first_cycles_many_waits_and_events_are_written_whole_and_in_order(self, store: Store) -> None:
+        """The batched paths (one statement per table): every wait as given, every event's id in the order given."""
+        jobs = [store.submit(make_spec(f"j{i}").build(), user="ana", now=float(i)) for i in range(600)]
+        waits = [(job.id, Reason.WAITING_FOR_CAPACITY if i % 3 else Reason.QUOTA_FULL, f"m{i}", i + 1,
+                  None if i % 2 else 1000.0 + i) for i, job in enumerate(jobs)]
+        events = [Event(at=700.0, kind="wait", reason=str(reason), message=message, job_id=job_id, team="fraud-ml",
+                        data={"position": position, "estimated_start": start})
+                  for job_id, reason, message, position, start in waits]
+        stored = store.set_waits(waits, 700.0, events=events)
+        assert [(e.job_id, e.data["position"]) for e in stored] == [(w[0], w[3]) for w in waits]
+        assert [e.id for e in stored] == sorted(e.id for e in stored) == [e.id for e in store.events()]
+        assert [(e.job_id, e.message, e.data) for e in store.events()] == [(e.job_id, e.message, e.data)
+                                                                            for e in events]
+        got = {record.id: record for record in store.list_jobs(states=[JobState.PENDING])}
+        assert [(got[w[0]].wait_reason, got[w[0]].wait_message, got[w[0]].queue_position,
+                 got[w[0]].estimated_start) for w in waits] == [w[1:] for w in waits]
+        assert all((got[w[0]].room_wait_since is None) == w[1].is_quota for w in waits)
+
     def test_set_waits_with_an_unknown_job_writes_no_events(self, store: Store) -> None:
         a = store.submit(make_spec("a").build(), user="ana", now=1.0)
         with pytest.raises(NotFound):
