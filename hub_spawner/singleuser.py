@@ -7,11 +7,13 @@ it in) and which builds a Lark grammar at import time, only to check "iri" forma
 validates uses. Marking it absent before anything imports ``jsonschema`` halves the server's start; nothing else
 changes (``jsonschema`` treats it as not installed). Kubernetes pods run the image's own ``jupyterhub-singleuser``.
 
-The rest of the import is paid ahead of time by the warm process (``hub_spawner.zygote``), which forks this ``main``.
+Shoal's defaults for these servers (``hub_spawner.server_defaults``) leave out start-up work they never need. The rest
+of the import is paid ahead of time by the warm process (``hub_spawner.zygote``), which forks this ``main``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -22,6 +24,9 @@ def prepare() -> None:
 
 def main() -> int | None:
     prepare()
+    from .server_defaults import apply
+
+    apply(os.environ)   # Shoal's defaults for local servers (no PyPI manager, news, build check, LSP scan)
     from jupyterhub.singleuser import main as singleuser
     result: int | None = singleuser()
     return result

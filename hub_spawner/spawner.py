@@ -126,6 +126,12 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
                    "just after the hub started) before it starts the server cold.",
     ).tag(config=True)
 
+    server_defaults = Bool(
+        True, help="Local launcher: start servers with Shoal's defaults (hub_spawner.server_defaults): the "
+                   "read-only extension manager, no news or update checks from the internet, no JupyterLab build "
+                   "check, no jupyter_lsp server extension. Off: the environment's own Jupyter config alone.",
+    ).tag(config=True)
+
     ready_check = Bool(
         True, help="Local launcher: start() returns once the server accepts connections on its port (tried every "
                    "`ready_check_interval`), so the hub's own check, which backs off exponentially, succeeds at its "
@@ -540,6 +546,8 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
         os.chmod(directory, 0o700)
         path = directory / f"{uuid.uuid4().hex}.json"
         env = {k: v for k, v in self.get_env().items() if v is not None}
+        if not self.server_defaults:
+            env["SHOAL_SERVER_DEFAULTS"] = "0"
         cwd = os.path.expanduser(self.format_string(self.work_dir)) if self.work_dir else None
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:

@@ -45,13 +45,17 @@ import time
 import traceback
 from collections.abc import Mapping
 
-from . import singleuser
+from . import server_defaults, singleuser
 from .zygote_protocol import Exited, ProtocolError, Refused, Relay, Request, Started, receive, send
 
 #: The module a request may run by default (``python -m hub_spawner.singleuser ARGS``).
 ENTRY = "hub_spawner.singleuser"
 #: Signals the launcher relays; anything else that reaches the pod (SIGKILL) ends the launcher and so the server.
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Imported by a server only once it runs (its start, its first page), so a fork would still pay for them: IPython
+#: (notebook_shim's nbextension paths), the HTTP client stack, the kernel spec and nbconvert handlers.
+LAZY_IMPORTS = ("IPython.paths", "httpx", "httpcore", "anyio._backends._asyncio", "ipykernel.kernelspec",
+                "jupyter_server.nbconvert.handlers", "jupyterlab_server.translation_utils")
 #: ``PYTHONUNBUFFERED`` only changes how stdout is buffered, which a forked server can still set.
 _EMULATED = frozenset({"PYTHONUNBUFFERED"})
 _PR_SET_PDEATHSIG = 1
@@ -90,6 +94,12 @@ def preload(entry: str = ENTRY) -> list[str]:
             log(f"not preloading server extension {name}: {exc}")
             continue
         loaded.append(name)
+    for name in LAZY_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - not installed, or broken: the server meets it as it would
+            log(f"not preloading {name}: {exc}")
+    server_defaults.config_dir()
     return loaded
 
 
