@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +36,7 @@ from .profiles import options_from_form as _options_from_form
 from .progress import ROOM_REASONS, progress_event, startable_profiles
 from .scheduler import NotebookJob, NotebookScheduler, SchedulerRefused, SchedulerUnavailable
 from .teams import NoTeam, choose_team, teams_from_groups
-from .zygote_supervisor import socket_path, warm_process
+from .zygote_supervisor import default_secrets_dir, socket_path, warm_process
 
 #: Bumped when the meaning of the saved state changes; ``load_state`` ignores state it cannot read.
 STATE_VERSION = 1
@@ -95,7 +94,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
 
     @default("secrets_dir")
     def _default_secrets_dir(self) -> str:
-        return os.path.join(tempfile.gettempdir(), f"shoal-hub-{os.getuid()}")
+        return default_secrets_dir()
 
     work_dir = Unicode(
         "~/shoal-notebooks/{username}",
@@ -115,7 +114,8 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
 
     warm_start = Bool(
         True, help="Local launcher: keep a warm process with the single-user server's imports done "
-                   "(hub_spawner.zygote, started when a spawn page is first shown) and fork each server from it, "
+                   "(hub_spawner.zygote, started with the hub by deploy/jupyterhub_config.py, again if it died) and "
+                   "fork each server from it, "
                    "with the server's own environment, directory and log; the notebook job's process relays "
                    "signals to it and ends as it ends. Servers start cold when it is off, absent or refuses, or "
                    "when `cmd` is not the default.",

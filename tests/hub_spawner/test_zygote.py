@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from traitlets.config import Config
 
 from hub_spawner.zygote import ENTRY, refusal
 from hub_spawner.zygote_protocol import Request
-from hub_spawner.zygote_supervisor import WarmProcess, socket_path, warm_process, zygote_environment
+from hub_spawner.zygote_supervisor import (WarmProcess, socket_path, warm_at_hub_start, warm_process,
+                                           zygote_environment)
 from scheduler_core.executor.base import LaunchRequest, PodEventKind
 from scheduler_core.executor.local import LocalExecutor
 from scheduler_core.job_env import gang_env, mig_uuid, nodes_of
@@ -260,3 +262,23 @@ def test_long_secrets_dirs_get_a_short_socket_and_the_zygote_no_secrets(tmp_path
     env = zygote_environment({"PATH": "/bin", "CONFIGPROXY_AUTH_TOKEN": "x", "JPY_COOKIE_SECRET": "y",
                               "SHOAL_HUB_PASSWORD": "z", "PYTHONPATH": "/r"})
     assert env == {"PATH": "/bin", "PYTHONPATH": "/r"}
+
+
+@pytest.mark.parametrize("settings, starts", [
+    ({}, True),                                              # the embedded default: local launcher, warm starts
+    ({"launcher": "kubernetes"}, False),                     # pods keep the image's jupyterhub-singleuser
+    ({"warm_start": False}, False),
+    ({"cmd": ["jupyterhub-singleuser"]}, False),             # the zygote forks only the default command
+])
+def test_the_hub_starts_the_zygote_as_it_starts_when_warm_starts_apply(tmp_path: Path, settings: dict[str, Any],
+                                                                         starts: bool) -> None:
+    config = Config()
+    config.ShoalSpawner.secrets_dir = str(tmp_path / "secrets")
+    for name, value in settings.items():
+        setattr(config.ShoalSpawner, name, value)
+    path = socket_path(tmp_path / "secrets")
+    try:
+        assert warm_at_hub_start(config) is starts
+        assert warm_process(path).running is starts
+    finally:
+        warm_process(path).stop()
