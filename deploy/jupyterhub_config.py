@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from hub_spawner.reaper import REAPER_SCOPES
-from hub_spawner.zygote_supervisor import warm_at_hub_start
+from hub_spawner.spawner import ShoalSpawner
 
 c = get_config()  # noqa: F821  (JupyterHub's config loader provides it)
 
@@ -90,4 +90,4 @@ if os.environ.get("SHOAL_HUB_EXTRA_CONFIG"):
     load_subconfig(os.environ["SHOAL_HUB_EXTRA_CONFIG"])  # noqa: F821
 
 # -- warm starts: the single-user server's imports are done before the first user presses Start (local launcher) ----
-warm_at_hub_start(c)  # noqa: F821
+ShoalSpawner.warm_at_hub_start(c)  # noqa: F821

@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any, AsyncIterator
 from jupyterhub.spawner import Spawner, SpawnException
 from jupyterhub.utils import random_port
 from traitlets import Bool, Callable, Dict, Enum, Float, Integer, List, Unicode, default
+from traitlets.config import Config
 
 from scheduler_core.model import parse_duration
 
@@ -36,13 +38,25 @@ from .profiles import options_from_form as _options_from_form
 from .progress import ROOM_REASONS, progress_event, startable_profiles
 from .scheduler import NotebookJob, NotebookScheduler, SchedulerRefused, SchedulerUnavailable
 from .teams import NoTeam, choose_team, teams_from_groups
-from .zygote_supervisor import default_secrets_dir, socket_path, warm_process
+from .zygote_supervisor import socket_path, warm_process
 
 #: Bumped when the meaning of the saved state changes; ``load_state`` ignores state it cannot read.
 STATE_VERSION = 1
 
 #: Wait reasons that will not go away by waiting: the spawn fails at once with the scheduler's explanation.
 REFUSING_REASONS = frozenset({"InvalidFlavour"})
+
+
+def _default_secrets_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), f"shoal-hub-{os.getuid()}")
+
+
+def _warm_socket(launcher: str, warm_start: bool, default_command: bool, secrets_dir: str) -> str | None:
+    """Where the warm process for servers started so listens; ``None`` where warm starts do not apply: pods run
+    the image's own server, and the warm process forks only the default command."""
+    if launcher != "local" or not warm_start or not default_command:
+        return None
+    return socket_path(secrets_dir)
 
 
 class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type hints
@@ -94,7 +108,7 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
 
     @default("secrets_dir")
     def _default_secrets_dir(self) -> str:
-        return default_secrets_dir()
+        return _default_secrets_dir()
 
     work_dir = Unicode(
         "~/shoal-notebooks/{username}",
@@ -530,9 +544,23 @@ class ShoalSpawner(Spawner):  # type: ignore[misc]  # jupyterhub ships no type h
     # ------------------------------------------------------------------ warm starts (local launcher)
     def _warm_socket(self) -> str | None:
         """The warm process this spawner's servers may fork from, if warm starts apply to them."""
-        if self.launcher != "local" or not self.warm_start or list(self.cmd) != self._default_cmd():
-            return None
-        return socket_path(self.secrets_dir)
+        return _warm_socket(self.launcher, self.warm_start, list(self.cmd) == self._default_cmd(), self.secrets_dir)
+
+    @classmethod
+    def warm_at_hub_start(cls, config: Config) -> bool:
+        """Start the warm process as the hub starts, so the first spawn after ``make up`` forks too (it waited ~3 s
+        of imports otherwise). Called at the end of ``jupyterhub_config.py`` with its ``c``, after any extra config,
+        so it judges by the settings the spawners will have; their own ``_warm_up`` later finds this process
+        running. Returns whether warm starts apply."""
+        own, base = config.ShoalSpawner, config.Spawner
+        path = _warm_socket(own.get("launcher", cls.launcher.default_value),
+                            own.get("warm_start", cls.warm_start.default_value),
+                            "cmd" not in own and "cmd" not in base,
+                            own.get("secrets_dir") or _default_secrets_dir())
+        if path is None:
+            return False
+        warm_process(path).ensure()
+        return True
 
     def _warm_up(self) -> None:
         path = self._warm_socket()

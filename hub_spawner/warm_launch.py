@@ -19,10 +19,8 @@ import sys
 from dataclasses import dataclass, field
 from types import FrameType
 
-from .zygote_protocol import Exited, ProtocolError, Refused, Relay, Request, Started, receive, send
+from .zygote_protocol import RELAYED, Exited, ProtocolError, Refused, Relay, Request, Started, receive, send
 
-#: Signals relayed to the server (the zygote's keeper relays these and no others).
-RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @dataclass

@@ -46,12 +46,10 @@ import traceback
 from collections.abc import Mapping
 
 from . import server_defaults, singleuser
-from .zygote_protocol import Exited, ProtocolError, Refused, Relay, Request, Started, receive, send
+from .zygote_protocol import RELAYED, Exited, ProtocolError, Refused, Relay, Request, Started, receive, send
 
 #: The module a request may run by default (``python -m hub_spawner.singleuser ARGS``).
 ENTRY = "hub_spawner.singleuser"
-#: Signals the launcher relays; anything else that reaches the pod (SIGKILL) ends the launcher and so the server.
-RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Imported by a server only once it runs (its start, its first page), so a fork would still pay for them: IPython
 #: (notebook_shim's nbextension paths), the HTTP client stack, the kernel spec and nbconvert handlers.
 LAZY_IMPORTS = ("IPython.paths", "httpx", "httpcore", "anyio._backends._asyncio", "ipykernel.kernelspec",

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from dataclasses import asdict, dataclass
 from typing import Union
 
+#: The signals the launcher relays to the server and the keeper passes on (anything else that reaches the pod,
+#: SIGKILL, ends the launcher and so the server).
+RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Larger than any request (a server's environment is a few KiB); a longer message is refused, not cut.
 MAX_MESSAGE = 1 << 20
 

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -110,25 +109,6 @@ class WarmProcess:
 
 
 _processes: dict[str, WarmProcess] = {}
-
-
-def default_secrets_dir() -> str:
-    """``ShoalSpawner.secrets_dir`` unless configured: one 0700 directory per user under the temp dir."""
-    return os.path.join(tempfile.gettempdir(), f"shoal-hub-{os.getuid()}")
-
-
-def warm_at_hub_start(config: Any) -> bool:
-    """Start the zygote as the hub starts, so the first spawn after ``make up`` forks too (it waited ~3 s of
-    imports otherwise). Called at the end of ``jupyterhub_config.py`` with its ``c``, after any extra config, so it
-    sees the launcher, ``warm_start``, the command and ``secrets_dir`` the spawner will have. The spawner's own
-    ``ensure()`` later finds this same process running. Returns whether warm starts apply."""
-    spawner, base = config.ShoalSpawner, config.Spawner
-    if spawner.get("launcher", "local") != "local" or not spawner.get("warm_start", True):
-        return False
-    if "cmd" in spawner or "cmd" in base:   # the zygote forks only the default server command
-        return False
-    warm_process(socket_path(spawner.get("secrets_dir") or default_secrets_dir())).ensure()
-    return True
 
 
 def warm_process(path: str) -> WarmProcess:

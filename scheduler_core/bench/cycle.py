@@ -57,9 +57,9 @@ def measure(pending: int, nodes: int, running: int, repeat: int, *, seed: int = 
     built = time.perf_counter()
     snapshot: Snapshot = busy_snapshot(pending, nodes, running, seed=seed, now=NOW)
     build_s = time.perf_counter() - built
-    # Long-lived state leaves the collector's young generations, as a controller does after start-up
-    # (gc.freeze): what is timed is the cycle's own work and the collections it causes, not rescans of
-    # the benchmark's own heap.
+    # Long-lived state leaves the collector's young generations (gc.freeze): what is timed is the cycle's own
+    # work and the collections it causes, not rescans of the benchmark's own heap. (The live scheduler does not
+    # freeze after start-up yet; docs/BENCHMARKS.md, "SQL store and the live loop", measures what it would gain.)
     gc.collect()
     gc.freeze()
     plan_ms = _times(repeat, lambda: plan(snapshot, NOW))

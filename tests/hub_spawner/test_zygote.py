@@ -21,8 +21,8 @@ from traitlets.config import Config
 
 from hub_spawner.zygote import ENTRY, refusal
 from hub_spawner.zygote_protocol import Request
-from hub_spawner.zygote_supervisor import (WarmProcess, socket_path, warm_at_hub_start, warm_process,
-                                           zygote_environment)
+from hub_spawner.spawner import ShoalSpawner
+from hub_spawner.zygote_supervisor import WarmProcess, socket_path, warm_process, zygote_environment
 from scheduler_core.executor.base import LaunchRequest, PodEventKind
 from scheduler_core.executor.local import LocalExecutor
 from scheduler_core.job_env import gang_env, mig_uuid, nodes_of
@@ -278,7 +278,7 @@ def test_the_hub_starts_the_zygote_as_it_starts_when_warm_starts_apply(tmp_path:
         setattr(config.ShoalSpawner, name, value)
     path = socket_path(tmp_path / "secrets")
     try:
-        assert warm_at_hub_start(config) is starts
+        assert ShoalSpawner.warm_at_hub_start(config) is starts
         assert warm_process(path).running is starts
     finally:
         warm_process(path).stop()

@@ -1005,7 +1005,7 @@ class SqlStore(Store, TokenStore):
          preemptions, attained_gpu_s, restart_block, avoid_nodes, wait_reason, room_wait_since, room_waited_s,
          wait_message, queue_position, estimated_start, exit_code, message, cancel_requested, checkpoint_requested,
          epoch, idle_since, idle_limit_s, ck_step, ck_uri, ck_bytes, ck_written_at, ck_verified, ck_cost_s,
-         ) = _RECORD_FIELDS(values[-len(_JOB_KEYS):] if len(values) != len(_JOB_KEYS) else values)
+         ) = _RECORD_FIELDS(values[-len(_JOB_KEYS):])   # a whole tuple's slice is the tuple itself
         spec = self._specs.get(job_id)
         if spec is None:
             spec = self._specs[job_id] = codec.spec_from_json(spec_text)
