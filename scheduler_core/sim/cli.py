@@ -3,6 +3,7 @@
     shoal sim --workload tuesday --cluster reference --policy shoal --json
     shoal sim --workload traces/itp_microsoft_2021_day.csv --load 0.9 --policy easy --report out/
     shoal sim --workload tuesday --seeds 0-19 --policy all --jobs 2 --json
+    shoal sim --workload tuesday --policy shoal --seed 1 --decision-log before.log   # then after.log; cmp them
 
 The workload comes from ``inputs``, a many-seed run from ``seeds``; this module only reads the options.
 """
@@ -15,7 +16,8 @@ from pathlib import Path
 import click
 
 from .compare import comparison_markdown, write_comparison
-from .engine import POLICIES, SimConfig, simulate
+from .decision_log import DecisionLog
+from .engine import POLICIES, SimConfig, resolve_policy, simulate
 from .inputs import WorkloadArgs, load_workload
 from .metrics import summarise
 from .report import markdown, write_report
@@ -58,13 +60,16 @@ from .workloads.scaling import describe_cluster
               help="Stop this many days after the last submission even if jobs remain.")
 @click.option("--explain-waste", "explain_waste", is_flag=True,
               help="Also list the 20 waiting jobs the idle GPUs waited on most (JSON: idle_gpu_hours_by_job).")
+@click.option("--decision-log", "decision_log", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write every decision of every pass to this file, a line each (one seed, one policy): compare "
+                   "two runs' files to show a change decides the same.")
 @click.option("--tick", "tick_s", type=float, default=10.0, show_default=True,
               help="Scheduler tick in virtual seconds: the controller steps at most once per tick (the live loop's "
                    "is 10 s; a longer one replays long traces faster, adding up to a tick to each wait).")
 def command(workload: str, days: int | None, cluster: str, teams: str | None, policy: str, seed: int | None, seeds_text: str | None,
             jobs: int | None, load: float | None, as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
             gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, explain_waste: bool,
-            tick_s: float) -> None:
+            tick_s: float, decision_log: str | None) -> None:
     """Replay a workload through a policy in virtual time, on the real controller, and measure it."""
     if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0 or not 1 <= tick_s <= 3600:
         raise click.UsageError("--gpu-hours-per-failure and --horizon-days must be positive, --repair-hours not "
@@ -75,8 +80,9 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
                        repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, tick_s=tick_s,
                        progress=True)
     if seeds_text is not None:
-        if seed is not None or explain_waste:
-            raise click.UsageError("--seeds runs many seeds: drop --seed and --explain-waste (run one seed for those)")
+        if seed is not None or explain_waste or decision_log is not None:
+            raise click.UsageError("--seeds runs many seeds: drop --seed, --explain-waste and --decision-log (run "
+                                   "one seed for those)")
         try:
             seeds = parse_seeds(seeds_text)
         except SeedsError as exc:
@@ -85,6 +91,8 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
         return
     if jobs is not None:
         raise click.UsageError("--jobs runs many seeds at once: give them with --seeds")
+    if decision_log is not None and policy == "all":
+        raise click.UsageError("--decision-log records one policy: pick it with --policy")
     loaded, warnings = load_workload(args, config.seed)
     for warning in warnings:
         click.echo(f"shoal sim: {warning}", err=True)
@@ -92,7 +100,11 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
     policies = POLICIES if policy == "all" else (policy,)
     records = []
     for name in policies:
-        record = simulate(loaded, name, config)
+        if decision_log is None:
+            record = simulate(loaded, name, config)
+        else:
+            with open(decision_log, "w", encoding="utf-8") as out:
+                record = simulate(loaded, DecisionLog(resolve_policy(name), out), config, policy_name=name)
         records.append(record)
         if report_dir is not None:
             path = write_report(record, Path(report_dir) / name if policy == "all" else report_dir)

@@ -117,3 +117,21 @@ def test_sim_all_policies_on_the_same_input(tmp_path: Path, capsys: pytest.Captu
     assert "| utilization_while_waiting |" in comparison and "`kueue`" in comparison
     for name in ("compare_utilization.png", "compare_wait_cdf.png", "shoal/report.md", "fifo/wait_cdf.png"):
         assert (out_dir / name).stat().st_size > 0
+
+
+def test_a_decision_log_is_the_same_for_the_same_run_and_names_every_decision(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster, teams = tiny.write_config(tmp_path)
+    args = ["sim", "--workload", str(trace(tmp_path)), "--cluster", str(cluster), "--teams", str(teams),
+            "--policy", "shoal", "--json"]
+    logs = []
+    for run in ("a", "b"):
+        path = tmp_path / f"{run}.log"
+        assert main([*args, "--seed", "3", "--decision-log", str(path)]) == 0
+        logs.append(path.read_text())
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    admits = [line for line in logs[0].splitlines() if " Admit(job_id=" in line]
+    assert len(admits) >= summary["jobs"] and all(float(line.split()[0]) >= 0 for line in admits)
+    assert logs[0] == logs[1]
+    assert main([*args[:-1], "--policy", "all", "--decision-log", str(tmp_path / "x.log")]) == 2
+    assert "--decision-log records one policy" in capsys.readouterr().err
