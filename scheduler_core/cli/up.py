@@ -103,6 +103,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
     from ..policy.cadence import PlanEvery
     from ..policy.cycle import run_cycle
     from ..policy.snapshot import PolicyConfig
+    from ..runtime.heap import freeze_start_up_heap
     from ..service.live import LiveConfig, LiveController
     from ..services import ServiceContext, start_services, stop_services
 
@@ -173,6 +174,7 @@ async def serve(options: UpOptions, *, announce: bool = True) -> None:
         admin_token = store.create_token(Identity("admin", teams.teams[0].name, admin=True), now=time.time(),
                                          note="created by the first 'shoal up'")
         marker.write_text(f"an admin token was printed by 'shoal up' at {time.ctime()}\n")
+    freeze_start_up_heap()
     scheduler = asyncio.create_task(live.run())
     hub: HubProcess | None = None
     if hub_settings is not None:

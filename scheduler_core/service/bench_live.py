@@ -31,6 +31,7 @@ from ..model.team import TeamConfig
 from ..policy.decisions import CycleResult, Reason, Wait
 from ..policy.snapshot import AdmittedAs, Placement, PodPlacement, Snapshot
 from ..store.base import Store
+from ..runtime.heap import freeze_start_up_heap
 from ..store.sql import SqlStore, open_store
 from .live import LiveConfig, LiveController
 
@@ -43,10 +44,14 @@ def wait_for_everything(snapshot: Snapshot, now: float) -> CycleResult:
                                        for i, p in enumerate(snapshot.pending)])
 
 
+def _whole_h100_nodes(nodes: Sequence[Node]) -> list[Node]:
+    return [node for node in nodes if "h100" in node.devices and not node.spare]
+
+
 def populate(store: Store, *, pending: int, running: int, seed: int) -> None:
     rng = random.Random(seed)
     teams = [team.name for team in store.list_teams()]
-    nodes = [r.node for r in store.list_nodes() if "h100" in r.node.devices and not r.node.spare]
+    nodes = _whole_h100_nodes([r.node for r in store.list_nodes()])
     for i in range(running):
         spec = JobSpec(name=f"run-{i}", team=rng.choice(teams), flavour=("h100",), pods=1, gpus_per_pod=8,
                        command=("python", "train.py"))
@@ -93,15 +98,19 @@ async def _loop_lag(live: LiveController, steps: int, period_s: float = 0.01) ->
 @click.option("--db", default=None, help="database URL (default: a SQLite file in a temporary directory)")
 @click.option("--cluster", default="reference", show_default=True)
 @click.option("--teams", "teams_name", default="reference", show_default=True)
-@click.option("--pending", default=2000, show_default=True)
-@click.option("--running", default=300, show_default=True)
-@click.option("--repeat", default=30, show_default=True)
+@click.option("--pending", type=click.IntRange(min=0), default=2000, show_default=True)
+@click.option("--running", type=click.IntRange(min=0), default=300, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 def command(db: str | None, cluster: str, teams_name: str, pending: int, running: int, repeat: int,
             seed: int) -> None:
     """Time Controller.step on a SQL store and the live loop's delay of its event loop."""
     _, nodes = load_cluster(cluster)
     teams = load_teams(teams_name, nodes)
+    machines = len(_whole_h100_nodes(nodes))
+    if running > machines:
+        raise click.UsageError(f"--running is {running}; each running job holds a whole h100 node, and cluster "
+                               f"{cluster!r} has {machines}")
     with tempfile.TemporaryDirectory() as tmp:
         url = db or f"sqlite:///{Path(tmp) / 'bench.db'}"
         store = open_store(url)
@@ -112,10 +121,11 @@ def command(db: str | None, cluster: str, teams_name: str, pending: int, running
             populate(store, pending=pending, running=running, seed=seed)
             fill = time.perf_counter() - started
             # The first step after a start: a store opened afresh (no parsed specs or records cached) and given the
-            # cluster and teams, as a scheduler process that has just started sees it (``service.run``,
-            # ``shoal up``). It writes every pending job's wait and its event.
+            # cluster and teams, as a scheduler process that has just started sees it (``service.run``, ``shoal
+            # up``), start-up's heap set aside from the collector. It writes every pending job's wait and event.
             store = _reopen(store, url, nodes, teams.teams)
             controller = Controller(store, SimExecutor(), wait_for_everything, nodes=nodes)
+            freeze_start_up_heap()  # as the process's composition root does before its first step
             steps: list[float] = []
             first_cpu = 0.0
             for i in range(repeat):
@@ -127,6 +137,7 @@ def command(db: str | None, cluster: str, teams_name: str, pending: int, running
             # A restart: the same, but the waits the last leader wrote are still there (none is rewritten).
             store = _reopen(store, url, nodes, teams.teams)
             controller = Controller(store, SimExecutor(), wait_for_everything, nodes=nodes)
+            freeze_start_up_heap()
             t0, c0 = time.perf_counter(), time.process_time()
             controller.step(1e6 + repeat)
             restart, restart_cpu = time.perf_counter() - t0, time.process_time() - c0

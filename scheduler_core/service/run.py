@@ -22,6 +22,7 @@ from ..config import load_cluster, load_teams
 from ..controller import ControllerConfig
 from ..executor.local import LocalExecutor
 from ..policy.types import Policy
+from ..runtime.heap import freeze_start_up_heap
 from ..runtime.node_lifecycle import HealthConfig
 from ..store.sql import open_store
 from .live import LiveConfig, LiveController
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         controller_config=ControllerConfig(checkpoint_root=checkpoint_root, health=HealthConfig(
             heartbeat_limit_s=args.heartbeat_limit, burnin_time_limit_s=args.burnin_time_limit,
             burnin_command=tuple(shlex.split(args.burnin_command)) if args.burnin_command else None)))
+    freeze_start_up_heap()
     try:
         asyncio.run(serve(live))
     finally:
