@@ -117,3 +117,16 @@ def test_metrics_count_every_transition_by_from_to_and_reason_and_nodes_by_healt
     assert metric("shoal_node_transitions_total", **{"from": "ready", "to": "repair", "reason": "NodeFailed"}) == 1
     assert metric("shoal_node_transitions_total", **{"from": "repair", "to": "burnin", "reason": "Repaired"}) == 1
     assert metric("shoal_nodes", health="burnin") == 1 and metric("shoal_nodes", health="repair") == 0
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_an_unknown_node_is_404_over_http_and_the_not_found_exit_code_in_the_cli(
+        api: Harness, action: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    response = api.http("POST", f"/v1/nodes/no-such-node:{action}", who="root")
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+
+    code, out, err = shoal(monkeypatch, capsys, api, "root", "nodes", action, "no-such-node")
+
+    assert (code, out) == (4, "")   # ExitCode.NOT_FOUND
+    assert "no node 'no-such-node'" in err and len(err.strip().splitlines()) == 1
+    assert api.store.events() == []
