@@ -13,11 +13,13 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from ..model.durations import format_duration
 from ..model.flavours import FLAVOURS
 from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
+from .carried import Working
 from .decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Relabel, Reserve, Wait
 from .defrag import fragmented, moves_in_flight, plan_moves
 from .estimates import expected_duration, expected_end, idle_release
@@ -36,9 +38,213 @@ _REASON_RANK = {
     Reason.WAITING_FOR_CAPACITY: 4, Reason.WAITING_FOR_TOPOLOGY: 5, Reason.BEHIND_RESERVATION: 6,
     Reason.PREEMPTING_VICTIMS: 7,
 }
-#: A flavour the plan may start a waiting job on: (flavour, quota reason holding it back or None, waiting for
-#: reclaim, within nominal only: a reserved non-preemptible job of its team needs the nominal quota).
-_PlanFor = tuple[str, Reason | None, bool, bool]
+
+
+class Strategy(Enum):
+    """How a job preempts (:meth:`_Cycle._try_preempt`): the one victim search, three ways of using it."""
+
+    NOW = "now"                      # reclaim, critical, single node; gangs only over scavenger work
+    RESERVATION = "reservation"      # a gang whose reservation is far off, when that costs fewer GPU-hours
+    MIGRATE = "migrate"              # move smaller jobs off the nodes a waiting gang needs, to room elsewhere
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOption:
+    """A flavour the plan may start a waiting job on, with what holds it back besides capacity.
+
+    ``quota_reason``: the quota reason holding it back, or None; ``reclaim``: it waits for borrowers to be
+    reclaimable; ``nominal_only``: it must fit within nominal (a reserved non-preemptible job of its team needs
+    the nominal quota)."""
+
+    flavour: str
+    quota_reason: Reason | None
+    reclaim: bool
+    nominal_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FlavourMiss:
+    """Why a job that passed quota on ``flavour`` (``index`` in its order of preference) does not start there."""
+
+    index: int
+    flavour: str
+    pool: Pool
+    verdict: Verdict
+    miss: Miss
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class QuotaHold:
+    """A reservation's quota, from ``start``: what backfill must leave it (ordered by start, for bisection)."""
+
+    start: float
+    team: str
+    flavour: str
+    units: int
+    nominal_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NominalRoom:
+    """A non-preemptible job's way in as nominal: the team's own preemptible ``jobs`` relabelled borrowed."""
+
+    verdict: Verdict
+    jobs: list[RunningJob]
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimEstimate:
+    """When enough borrowers have left for a reclaim, and what that estimate counts on, in words."""
+
+    at: float
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Guess:
+    """The likely timeline and quota clock (``_Cycle._guess``)."""
+
+    timeline: Timeline
+    clock: QuotaClock
+
+
+@dataclass(frozen=True, slots=True)
+class _Best:
+    """The most promising quota reason so far (``_better``)."""
+
+    rank: int
+    index: int
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class _SlotChoice:
+    """The earliest reservable slot among a job's misses, and the miss it belongs to."""
+
+    slot: Slot
+    entry: FlavourMiss
+
+
+@dataclass(frozen=True, slots=True)
+class _NominalFit:
+    version: int
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _CachedMiss:
+    """A shape's miss, valid for jobs ending no sooner than ``end`` (or always when it is ``NO_FIT``)."""
+
+    miss: Miss
+    end: float
+
+    def holds_for(self, end: float) -> bool:
+        return self.miss.fit is Fit.NO_FIT or end >= self.end
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldExtra:
+    """Reserved quota a job would overlap, less what running jobs free by then (``_Cycle.process``)."""
+
+    extra: dict[tuple[str, str], int]
+    nominal_extra: dict[tuple[str, str], int]
+    nominal_only_keys: frozenset[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    end: float
+    job: RunningJob
+
+
+@dataclass(frozen=True, slots=True)
+class _Unclaimed:
+    """Leaving jobs nobody counts on yet, with bounds: their units, borrowed units and units per node."""
+
+    victims: list[Victim]
+    units: int
+    borrowed: int
+    per_node: dict[int, int]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class _Borrower:
+    """A borrower a reclaim may wait for: when it may go, its team and units, and what holds it."""
+
+    at: float
+    team: str
+    units: int
+    holder: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class _LeavingEntry:
+    until: float
+    id: str
+    victim: Victim = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapedPools:
+    """The pools a job's pods fit on, or why there are none (``problem``: the message of ``InvalidFlavour``)."""
+
+    pools: list[Pool]
+    problem: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaOption:
+    """A flavour quota lets the job use; ``relabel``: only once these jobs of its team count as borrowed."""
+
+    flavour: str
+    pool: Pool
+    verdict: Verdict
+    relabel: list[RunningJob] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaNomination:
+    """The quota stage's outcome: usable flavours, refused ones the plan may use later, the best refusal."""
+
+    options: list[QuotaOption]
+    refused: list[PlanOption]
+    best: _Best | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedFit:
+    """Where the job starts now, and as what."""
+
+    option: QuotaOption
+    placement: Placement
+    admitted_as: AdmittedAs
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementNomination:
+    """The placement stage's outcome: a fit now, or why each flavour missed."""
+
+    fit: PlacedFit | None
+    misses: list[FlavourMiss]
+
+
+@dataclass(frozen=True, slots=True)
+class VictimChoice:
+    """The victim search's outcome: the victims, or none; ``none_for_shape``: no job of this shape, band and team
+    finds any this cycle (remembered, so the next one does not search)."""
+
+    found: Found | None
+    none_for_shape: bool
+
+
+@dataclass(slots=True)
+class _Alloc:
+    """A team's current allocation: GPU-equivalents (speed-weighted), CPUs and memory (DRF)."""
+
+    gpus: float = 0.0
+    cpus: float = 0.0
+    memory_gb: float = 0.0
 
 _CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
                                Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
@@ -94,7 +300,7 @@ class _Waiting:
     job: PendingJob
     reason: Reason
     message: str
-    plan_for: list[_PlanFor] = field(default_factory=list)
+    plan_for: list[PlanOption] = field(default_factory=list)
     estimate: float | None = None
     planned: bool = False        # the estimate is fixed already (reservation, victims)
     reserved: bool = False       # planned by a reservation: the estimate may still come out sooner (``_guess``)
@@ -107,11 +313,21 @@ class _Class:
 
     reason: Reason
     message: str
-    plan_for: list[_PlanFor]
-    misses: list[tuple[int, str, Pool, Verdict, Miss]]
+    plan_for: list[PlanOption]
+    misses: list[FlavourMiss]
     min_limit: float
     quota: tuple[int, ...] | None      # None: refused by quota, which only tightens within a cycle
-    refused: list[_PlanFor] = field(default_factory=list)
+    refused: list[PlanOption] = field(default_factory=list)
+
+
+def _index(snapshot: Snapshot, now: float) -> Working:
+    """Free units, quota usage and the timeline of returning units: built from the snapshot, or brought up to
+    date from the last pass's (``Snapshot.carried``)."""
+    if snapshot.carried is None:
+        cap = Capacity(snapshot.nodes, snapshot.running)
+        return Working(cap, QuotaLedger(snapshot.teams, snapshot.running), Timeline(cap, snapshot.running, now),
+                       cluster_capacity(snapshot.nodes))
+    return snapshot.carried.working(snapshot.nodes, snapshot.teams, snapshot.running, now)
 
 
 class _Cycle:
@@ -121,44 +337,25 @@ class _Cycle:
         self.snapshot = snapshot
         self.now = now
         self.config = snapshot.config
-        if snapshot.carried is None:
-            self.cap = Capacity(snapshot.nodes, snapshot.running)
-            self.ledger = QuotaLedger(snapshot.teams, snapshot.running)
-            self.timeline = Timeline(self.cap, snapshot.running, now)
-            self.capacity_totals = cluster_capacity(snapshot.nodes)
-        else:                                # the same, brought up to date from the last pass's
-            working = snapshot.carried.working(snapshot.nodes, snapshot.teams, snapshot.running, now)
-            self.cap, self.ledger, self.timeline = working.cap, working.ledger, working.timeline
-            self.capacity_totals = working.totals
+        indexed = _index(snapshot, now)
+        self.cap, self.ledger, self.timeline = indexed.cap, indexed.ledger, indexed.timeline
+        self.capacity_totals = indexed.totals
         self._base_usage = dict(self.ledger.usage)
         self.queues = team_queues(snapshot.pending, now, self.config)
-        self.alloc: dict[str, list[float]] = {}
+        self.alloc: dict[str, _Alloc] = {}
         self._shares: dict[str, float] = {}
-        self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], tuple[int, bool]] = {}
+        self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], _NominalFit] = {}
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         self.leaving: dict[str, float] = {}
         self.victims_for: dict[str, list[RunningJob]] = {}
-        alloc = self.alloc
-        speed = {f: FLAVOURS[f].speed if f in FLAVOURS else 1.0 for f in self.cap.pools}
-        for job in self.running:
-            request = job.request
-            row = alloc.get(request.team)
-            if row is None:
-                row = alloc[request.team] = [0.0, 0.0, 0.0]
-            row[0] += request.units * speed.get(job.placement.flavour, 1.0)
-            row[1] += request.pods * request.cpus_per_pod
-            row[2] += request.pods * request.memory_gb_per_pod
-            if job.terminating:
-                self.leaving[job.request.id] = job_end(job, now)
-                if job.preempted_for is not None:
-                    self.victims_for.setdefault(job.preempted_for, []).append(job)
+        self._tally_running()
         self.admits: list[Admit] = []
         self.preempts: list[Preempt] = []
         self.reservations: list[Reserve] = []
         self.waiting: dict[str, _Waiting] = {}
         self.processed: list[str] = []
         self.blocked_reservations = 0
-        self._miss_cache: dict[tuple[object, ...], tuple[Miss, float]] = {}
+        self._miss_cache: dict[tuple[object, ...], _CachedMiss] = {}
         self._no_victims: set[tuple[object, ...]] = set()
         self._block_caps: dict[str, int | None] = {}
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
@@ -166,8 +363,8 @@ class _Cycle:
         #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
         self._claimed: set[str] = set()
         self._unsettled: set[tuple[object, ...]] = set()
-        self._leaving_lists: dict[str, list[tuple[float, str, Victim]]] | None = None
-        self._unclaimed: dict[tuple[str, int, int], tuple[list[Victim], int, int, dict[int, int]]] = {}
+        self._leaving_lists: dict[str, list[_LeavingEntry]] | None = None
+        self._unclaimed: dict[tuple[str, int, int], _Unclaimed] = {}
         #: Victim candidates per (flavour, band, team, mode, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
@@ -175,33 +372,50 @@ class _Cycle:
         self.relabels: list[Relabel] = []
         self._relabelled: set[str] = set()
         self._spots: dict[str, list[tuple[int, int]]] = {}
-        self._reclaim_ready: dict[tuple[str, str, bool], list[tuple[float, str, int, str]]] = {}
+        self._reclaim_ready: dict[tuple[str, str, bool], list[_Borrower]] = {}
         self._clock: QuotaClock | None = None
         self._classes: dict[tuple[object, ...], _Class] = {}
         #: (end, team, flavour, units) of what this cycle admitted or committed, for the quota clock.
         self._holdings: list[tuple[float, str, str, int]] = []
         #: (start, team, flavour, units) of each reservation, for the quota side of backfill; those a job
         #: being processed would overlap if it started now.
-        self._quota_holds: list[tuple[float, str, str, int, bool]] = []
+        self._quota_holds: list[QuotaHold] = []
         self._held_now: list[tuple[str, str, int]] = []
         self._extra_now: dict[tuple[str, str], int] = {}
         self._nominal_extra_now: dict[tuple[str, str], int] = {}
         self._nominal_only_keys: frozenset[tuple[str, str]] = frozenset()
-        self._held_extra: dict[tuple[int, int], tuple[dict[tuple[str, str], int], dict[tuple[str, str], int],
-                                                      frozenset[tuple[str, str]]]] = {}
+        self._held_extra: dict[tuple[int, int], _HeldExtra] = {}
         self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
-        self._ends: list[tuple[float, RunningJob]] | None = None
+        self._ends: list[_Ending] | None = None
         self._by_team: dict[tuple[str, str], list[RunningJob]] | None = None
         #: What this cycle started and the slots of jobs waiting for victims, for the estimates' timeline.
         self._admitted: list[RunningJob] = []
         self._victim_slots: list[tuple[JobRequest, Slot]] = []
 
+    def _tally_running(self) -> None:
+        """Each team's allocation, and the jobs already leaving (and for whom)."""
+        speed = {f: FLAVOURS[f].speed if f in FLAVOURS else 1.0 for f in self.cap.pools}
+        for job in self.running:
+            request = job.request
+            row = self.alloc.get(request.team)
+            if row is None:
+                row = self.alloc[request.team] = _Alloc()
+            row.gpus += request.units * speed.get(job.placement.flavour, 1.0)
+            row.cpus += request.pods * request.cpus_per_pod
+            row.memory_gb += request.pods * request.memory_gb_per_pod
+            if job.terminating:
+                self.leaving[job.request.id] = job_end(job, self.now)
+                if job.preempted_for is not None:
+                    self.victims_for.setdefault(job.preempted_for, []).append(job)
+
     # -- fair share and order --------------------------------------------------------------------------------
 
     def _add_alloc(self, request: JobRequest, flavour: str, sign: int) -> None:
-        row = self.alloc.setdefault(request.team, [0.0, 0.0, 0.0])
-        for k, value in enumerate(request_rates(request, flavour)):
-            row[k] += sign * value
+        row = self.alloc.setdefault(request.team, _Alloc())
+        gpus, cpus, memory_gb = request_rates(request, flavour)
+        row.gpus += sign * gpus
+        row.cpus += sign * cpus
+        row.memory_gb += sign * memory_gb
         self._shares.pop(request.team, None)
 
     def share(self, team: str) -> float:
@@ -211,8 +425,8 @@ class _Cycle:
             if state is None:
                 value = float("inf")
             else:
-                a = self.alloc.get(team, [0.0, 0.0, 0.0])
-                value = dominant_share((a[0], a[1], a[2]), state.decayed_usage, self.capacity_totals,
+                a = self.alloc.get(team, _Alloc())
+                value = dominant_share((a.gpus, a.cpus, a.memory_gb), state.decayed_usage, self.capacity_totals,
                                        state.weight, self.config.usage_half_life_s)
             self._shares[team] = value
         return value
@@ -225,8 +439,8 @@ class _Cycle:
         key = (request.team, request.units, request.flavours)
         version = self.ledger.version.get(request.team, 0)
         hit = self._nominal_fit.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[1]
+        if hit is not None and hit.version == version:
+            return hit.fits
         state = self.snapshot.teams.get(request.team)
         fits = False
         if state is not None:
@@ -236,7 +450,7 @@ class _Cycle:
                 if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
                     fits = True
                     break
-        self._nominal_fit[key] = (version, fits)
+        self._nominal_fit[key] = _NominalFit(version, fits)
         return fits
 
     # -- phase 2 ---------------------------------------------------------------------------------------------
@@ -284,10 +498,20 @@ class _Cycle:
         # b. Reserved jobs' quota counts against a job that would still run when they start (backfill must
         #    not take the quota a reservation needs, any more than its nodes), less the quota of running jobs
         #    that will have ended by the first of those starts (by their time limits: never later).
+        self._overlap_holds(request)
+        outcome = self._process(pending)
+        if klass is not None and outcome is not None:
+            self._classes[klass] = outcome
+
+    def _overlap_holds(self, request: JobRequest) -> None:
+        """Set the reservations' quota that ``request`` would overlap if it started now (``_held_now`` and the
+        extra usage the ledger counts against it), cached per number of holds and number overlapped."""
         holds = self._quota_holds                      # sorted by start
-        overlap = (len(holds), bisect_left(holds, (self.now + request.time_limit_s,)))
-        self._held_now = [hold[1:4] for hold in holds[:overlap[1]]]
-        cached = self._held_extra.get(overlap)
+        ahead = bisect_left(holds, self.now + request.time_limit_s, key=_hold_start)
+        overlapped = holds[:ahead]
+        self._held_now = [(h.team, h.flavour, h.units) for h in overlapped]
+        key = (len(holds), ahead)
+        cached = self._held_extra.get(key)
         if cached is None:
             extra: dict[tuple[str, str], int] = {}
             nominal_extra: dict[tuple[str, str], int] = {}
@@ -295,28 +519,29 @@ class _Cycle:
                 extra[(team, f)] = extra.get((team, f), 0) + units
                 nominal_extra[(team, f)] = nominal_extra.get((team, f), 0) + units
             if self._held_now:
-                for key, (total, nominal) in self._ended_by(holds[0][0]).items():
-                    extra[key] = extra.get(key, 0) - total
-                    nominal_extra[key] = nominal_extra.get(key, 0) - nominal
-            cached = (extra, nominal_extra, frozenset((h[1], h[2]) for h in holds[:overlap[1]] if h[4]))
-            self._held_extra[overlap] = cached
-        self._extra_now, self._nominal_extra_now, self._nominal_only_keys = cached
-        outcome = self._process(pending)
-        if klass is not None and outcome is not None:
-            self._classes[klass] = outcome
+                for pair, (total, nominal) in self._ended_by(holds[0].start).items():
+                    extra[pair] = extra.get(pair, 0) - total
+                    nominal_extra[pair] = nominal_extra.get(pair, 0) - nominal
+            cached = _HeldExtra(extra, nominal_extra,
+                                frozenset((h.team, h.flavour) for h in overlapped if h.nominal_only))
+            self._held_extra[key] = cached
+        self._extra_now = cached.extra
+        self._nominal_extra_now = cached.nominal_extra
+        self._nominal_only_keys = cached.nominal_only_keys
 
     def _ended_by(self, at: float) -> dict[tuple[str, str], tuple[int, int]]:
         """Quota units (all, of which nominal) per (team, flavour) of running jobs that end by ``at``."""
         hit = self._ended_cache.get(at)
         if hit is None:
             if self._ends is None:           # (end, job) of the running jobs in quota, soonest first
-                self._ends = sorted(((self.leaving.get(job.request.id, job_end(job, self.now)), job)
+                self._ends = sorted((_Ending(self.leaving.get(job.request.id, job_end(job, self.now)), job)
                                      for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER),
-                                    key=lambda e: e[0])
+                                    key=_ending_end)
             hit = {}
-            for end, job in self._ends:
-                if end > at:
+            for ending in self._ends:
+                if ending.end > at:
                     break
+                job = ending.job
                 key = (job.request.team, job.placement.flavour)
                 total, nominal = hit.get(key, (0, 0))
                 units = job.request.units
@@ -334,87 +559,115 @@ class _Cycle:
         """Handle one job; returns what a job of the same class would get, when it simply waits."""
         request = pending.request
         quota = self._quota_state(request)
-        pools = [(f, self.cap.pools[f]) for f in request.flavours if f in self.cap.pools]
-        if not pools:
-            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
-                                f"none of {', '.join(request.flavours)} exists in this cluster")
-        shaped = [(f, p) for f, p in pools if 0 < request.units_per_pod <= p.max_cap]
-        if not shaped:
-            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR,
-                                f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
+        pools = self._shaped_pools(request)
+        if pools.problem is not None:
+            return self._refuse(pending, quota, Reason.INVALID_FLAVOUR, pools.problem)
         # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
         inflight = [v for v in self.victims_for.get(request.id, ()) if v.request.id in self.leaving]
         if inflight:
             self._claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
-        options: list[tuple[str, Pool, Verdict]] = []
-        refused: list[_PlanFor] = []
-        best: tuple[int, int, Reason, str] | None = None
-        #: Flavours the job fits only once its team's own preemptible jobs give it their nominal quota.
-        relabel: dict[str, list[RunningJob]] = {}
-        for index, (f, pool) in enumerate(shaped):
-            verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_keys,
-                                          self._nominal_extra_now)
-            if verdict.admitted_as is None:
-                assert verdict.reason is not None
-                best = _better(best, index, verdict.reason, verdict.message)
-                if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                    refused.append((f, verdict.reason, False, (request.team, f) in self._nominal_only_keys))
-                room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
-                if room is not None:
-                    relabel[f] = room[1]
-                    options.append((f, pool, room[0]))
-            else:
-                options.append((f, pool, verdict))
-        if not options:
-            assert best is not None
-            return self._refuse(pending, quota, best[2], best[3], refused)
+        nominated = self._nominate_quota(request, pools.pools)
+        if not nominated.options:
+            assert nominated.best is not None
+            return self._refuse(pending, quota, nominated.best.reason, nominated.best.message, nominated.refused)
         ctx = self._context(pending)
         small = is_small(request, self.config.small_job_max_units)
         # d. Placement now: the first flavour that fits without preemption (misses cached per shape).
-        misses: list[tuple[int, str, Pool, Verdict, Miss]] = []
-        for index, (f, pool, verdict) in enumerate(options):
-            if f in relabel:                 # only worth it if the job starts now
+        placed = self._nominate_placement(pending, nominated.options, ctx, small, bool(inflight))
+        if placed.fit is not None:
+            self._admit_fit(pending, placed.fit, ctx.end)
+            return None
+        if inflight:
+            self._await_victims(pending, inflight, nominated.options)
+            return None
+        if not placed.misses:
+            assert nominated.best is not None
+            return self._refuse(pending, quota, nominated.best.reason, nominated.best.message, nominated.refused)
+        # e. Preemption, when the job's band allows it and its best flavour is not merely deferred.
+        if max(m.miss.fit for m in placed.misses) < Fit.DEFERRED:
+            for m in placed.misses:
+                if self._try_preempt(pending, m.pool, m.verdict, ctx, small, m.miss, Strategy.NOW):
+                    return None
+        # f. Wait, with a reservation for the head of the line.
+        return self._wait_for_room(pending, placed.misses, ctx, small, quota)
+
+    def _shaped_pools(self, request: JobRequest) -> ShapedPools:
+        """The pools of the job's flavours that exist here and have nodes large enough for one of its pods."""
+        pools = [(f, self.cap.pools[f]) for f in request.flavours if f in self.cap.pools]
+        if not pools:
+            return ShapedPools([], f"none of {', '.join(request.flavours)} exists in this cluster")
+        shaped = [pool for _, pool in pools if 0 < request.units_per_pod <= pool.max_cap]
+        if not shaped:
+            return ShapedPools([], f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
+        return ShapedPools(shaped, None)
+
+    def _nominate_quota(self, request: JobRequest, pools: list[Pool]) -> QuotaNomination:
+        """What quota says on each flavour, in the job's order of preference: the flavours it may use (some only
+        once its team's own preemptible jobs give it their nominal quota), those refused that the plan may
+        start it on later, and the most promising refusal."""
+        options: list[QuotaOption] = []
+        refused: list[PlanOption] = []
+        best: _Best | None = None
+        for index, pool in enumerate(pools):
+            f = pool.flavour
+            verdict = self.ledger.verdict(request, f, self._extra_now, self._nominal_only_keys,
+                                          self._nominal_extra_now)
+            if verdict.admitted_as is not None:
+                options.append(QuotaOption(f, pool, verdict))
+                continue
+            assert verdict.reason is not None
+            best = _better(best, index, verdict.reason, verdict.message)
+            if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                refused.append(PlanOption(f, verdict.reason, False, (request.team, f) in self._nominal_only_keys))
+            room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
+            if room is not None:
+                options.append(QuotaOption(f, pool, room.verdict, relabel=room.jobs))
+        return QuotaNomination(options, refused, best)
+
+    def _nominate_placement(self, pending: PendingJob, options: list[QuotaOption], ctx: PlaceContext, small: bool,
+                            inflight: bool) -> PlacementNomination:
+        """The first flavour the job fits now without preemption, else why it fits none (misses cached per
+        shape). A flavour it may use only by relabelling is only worth it if the job starts now."""
+        request = pending.request
+        misses: list[FlavourMiss] = []
+        for index, option in enumerate(options):
+            pool, verdict = option.pool, option.verdict
+            if option.relabel is not None:
                 placement = place(self.cap, pool, request, ctx, small)
                 if placement is not None:
-                    self._relabel(request, f, relabel[f])
-                    self._admit(pending, pool, placement, AdmittedAs.NOMINAL, ctx.end)
-                    return None
+                    return PlacementNomination(PlacedFit(option, placement, AdmittedAs.NOMINAL), [])
                 continue
             if verdict.reclaim and not inflight:
-                misses.append((index, f, pool, verdict, Miss(
-                    Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
-                    f"fits the team's nominal {f} quota, which is lent out; no borrower can be stopped for it "
-                    f"yet (all inside their minimum run time, far larger than this job, or notebooks, which "
-                    f"give their slices back when they end or go idle)")))
+                misses.append(FlavourMiss(index, option.flavour, pool, verdict, _lent_out(option.flavour)))
                 continue
             known_miss = self._known_miss(pending, pool, ctx)
             if known_miss is not None:
-                misses.append((index, f, pool, verdict, known_miss))
+                misses.append(FlavourMiss(index, option.flavour, pool, verdict, known_miss))
                 continue
             placement = place(self.cap, pool, request, ctx, small)
             if placement is not None:
                 assert verdict.admitted_as is not None
-                self._admit(pending, pool, placement, verdict.admitted_as, ctx.end)
-                return None
-            misses.append((index, f, pool, verdict, self._miss(pending, pool, ctx, small)))
-        if inflight:
-            self._await_victims(pending, inflight, options)
-            return None
-        if not misses:
-            assert best is not None
-            return self._refuse(pending, quota, best[2], best[3], refused)
-        # e. Preemption, when the job's band allows it and its best flavour is not merely deferred.
-        if max(m[4].fit for m in misses) < Fit.DEFERRED:
-            for index, f, pool, verdict, miss in misses:
-                if self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="now"):
-                    return None
-        # f. Wait, with a reservation for the head of the line.
-        choice = max(misses, key=lambda m: (_REASON_RANK[m[4].reason], -m[0]))
-        miss = choice[4]
+                return PlacementNomination(PlacedFit(option, placement, verdict.admitted_as), [])
+            misses.append(FlavourMiss(index, option.flavour, pool, verdict, self._miss(pending, pool, ctx, small)))
+        return PlacementNomination(None, misses)
+
+    def _admit_fit(self, pending: PendingJob, fit: PlacedFit, end: float) -> None:
+        if fit.option.relabel is not None:
+            self._relabel(pending.request, fit.option.flavour, fit.option.relabel)
+        self._admit(pending, fit.option.pool, fit.placement, fit.admitted_as, end)
+
+    def _wait_for_room(self, pending: PendingJob, misses: list[FlavourMiss], ctx: PlaceContext, small: bool,
+                       quota: tuple[int, ...]) -> _Class | None:
+        """The job waits with its most promising miss's reason; the head of the line reserves (or preempts
+        for a gang, which returns None: it no longer simply waits)."""
+        request = pending.request
+        choice = max(misses, key=lambda m: (_REASON_RANK[m.miss.reason], -m.index))
+        miss = choice.miss
         waiting = self._wait(pending, miss.reason, miss.message)
-        waiting.plan_for = [(f, None, v.reclaim, False) for _, f, _, v, m in misses if not m.never]
-        reservable = [m for m in misses if not m[4].never and not m[3].reclaim and m[4].reason in _CAPACITY_REASONS]
+        waiting.plan_for = [PlanOption(m.flavour, None, m.verdict.reclaim, False) for m in misses if not m.miss.never]
+        reservable = [m for m in misses
+                      if not m.miss.never and not m.verdict.reclaim and m.miss.reason in _CAPACITY_REASONS]
         outcome = _Class(miss.reason, miss.message, waiting.plan_for, reservable, request.time_limit_s, quota)
         if reservable and miss.reason in _CAPACITY_REASONS and not miss.never:
             if self._maybe_reserve(pending, waiting, reservable, ctx, small):
@@ -422,10 +675,10 @@ class _Cycle:
         return outcome
 
     def _refuse(self, pending: PendingJob, quota: tuple[int, ...], reason: Reason, message: str,
-                plan_for: list[_PlanFor] | None = None) -> _Class:
+                plan_for: list[PlanOption] | None = None) -> _Class:
         waiting = self._wait(pending, reason, message)
         waiting.plan_for = plan_for or []
-        refused = [entry for entry in waiting.plan_for if entry[1] is not None]
+        refused = [entry for entry in waiting.plan_for if entry.quota_reason is not None]
         if refused:
             self._reserve_after_quota(pending, waiting, refused)
         return _Class(reason, message, waiting.plan_for, [], 0.0, None, refused)
@@ -514,8 +767,8 @@ class _Cycle:
         if ctx.avoid or ctx.restart_block is not None:
             return None
         hit = self._miss_cache.get((pool.flavour, pending.request.shape, ctx.widened, ctx.block_cap))
-        if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
-            return hit[0]
+        if hit is not None and hit.holds_for(ctx.end):
+            return hit.miss
         return None
 
     def _miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
@@ -526,8 +779,8 @@ class _Cycle:
         key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap)
         if cacheable:
             hit = self._miss_cache.get(key)
-            if hit is not None and (hit[0].fit is Fit.NO_FIT or ctx.end >= hit[1]):
-                return hit[0]
+            if hit is not None and hit.holds_for(ctx.end):
+                return hit.miss
         miss = explain(self.cap, pool, request, ctx, small, self.now, self._widen_at(pending))
         if ctx.avoid and miss.fit is Fit.NO_FIT and place(self.cap, pool, request, replace(ctx, avoid=frozenset()),
                                                           small) is not None:
@@ -535,7 +788,7 @@ class _Cycle:
             miss = replace(miss, message=f"fits only on nodes it left after a failure or a move ({left}); may use "
                                          f"them in {format_duration(self._avoid_until(pending) - self.now)}")
         if cacheable:
-            self._miss_cache[key] = (miss, ctx.end)
+            self._miss_cache[key] = _CachedMiss(miss, ctx.end)
         return miss
 
     def _admit(self, pending: PendingJob, pool: Pool, placement: Placement, admitted_as: AdmittedAs,
@@ -570,13 +823,12 @@ class _Cycle:
         self.reservations.append(Reserve(request.id, slot.flavour,
                                          self.timeline.placement(slot).nodes, slot.start))
 
-    def _await_victims(self, pending: PendingJob, victims: list[RunningJob],
-                       options: list[tuple[str, Pool, Verdict]]) -> None:
+    def _await_victims(self, pending: PendingJob, victims: list[RunningJob], options: list[QuotaOption]) -> None:
         request = pending.request
         by = max(self.leaving[v.request.id] for v in victims)
         flavour = victims[0].placement.flavour
-        option = next(((f, p, v) for f, p, v in options if f == flavour), options[0])
-        f, pool, verdict = option
+        option = next((o for o in options if o.flavour == flavour), options[0])
+        f, verdict = option.flavour, option.verdict
         assert verdict.admitted_as is not None
         self._commit(request, f, verdict.admitted_as)
         waiting = self._wait(pending, Reason.PREEMPTING_VICTIMS,
@@ -592,7 +844,7 @@ class _Cycle:
             waiting.estimate = by
         waiting.planned = True
 
-    def _reclaim_after(self, request: JobRequest, flavour: str, likely: bool) -> tuple[float, str] | None:
+    def _reclaim_after(self, request: JobRequest, flavour: str, likely: bool) -> ReclaimEstimate | None:
         """When enough borrowers of other teams in the job's cohort have left for it: each can be preempted
         once its minimum run time is up (then its grace), or ends (a borrowed notebook is never preempted: it
         gives its units back when it ends or the reaper finds it idle — ``likely``: by its idle clock and
@@ -613,17 +865,17 @@ class _Cycle:
                 holder = ("young" if job.started_at + self.config.min_run_time_s > self.now and at < end else
                           "idle" if not job.request.preemptible and likely and idle_release(job, self.now) is not None
                           else "")
-                ready.append((min(at, end), job.request.team, job.request.units, holder))
+                ready.append(_Borrower(min(at, end), job.request.team, job.request.units, holder))
             ready.sort()
             self._reclaim_ready[(cohort, flavour, likely)] = ready
         got = count = 0
         held: dict[str, int] = {}
         last = self.now
-        for at, team, units, why in ready:
-            if team == request.team:
+        for borrower in ready:
+            if borrower.team == request.team:
                 continue
-            got, count, last = got + units, count + 1, at
-            held[why] = held.get(why, 0) + 1
+            got, count, last = got + borrower.units, count + 1, borrower.at
+            held[borrower.holder] = held.get(borrower.holder, 0) + 1
             if got >= request.units:
                 break
         if not count:
@@ -635,7 +887,7 @@ class _Cycle:
             note = f"a guess counting on the idle reaper freeing {held['idle']} borrowed notebook(s)"
         else:
             note = f"when {count} borrowed job(s) can be reclaimed"
-        return max(last, self.now), note
+        return ReclaimEstimate(max(last, self.now), note)
 
     # -- preemption ------------------------------------------------------------------------------------------
 
@@ -656,50 +908,84 @@ class _Cycle:
         return found
 
     def _try_preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
-                     miss: Miss, mode: str, slot: Slot | None = None) -> bool:
-        """Find and signal victims so ``pending`` fits ``pool``. ``mode``: ``now`` (reclaim, critical, single
-        node; gangs only over scavenger work), ``reservation`` (a gang whose reservation is far off, costed) or
-        ``migrate`` (a gang waiting for capacity or one domain: move smaller jobs off the nodes it needs to room
-        they fit elsewhere now, costed; see :meth:`_movable`)."""
+                     miss: Miss, strategy: Strategy, slot: Slot | None = None) -> bool:
+        """Find and signal victims so ``pending`` fits ``pool``, by ``strategy`` (:class:`Strategy`): ``NOW``
+        (reclaim, critical, single node; gangs only over scavenger work), ``RESERVATION`` (a gang whose
+        reservation is far off, costed) or ``MIGRATE`` (a gang waiting for capacity or one domain: move smaller
+        jobs off the nodes it needs to room they fit elsewhere now, costed; see :meth:`_movable`)."""
         request = pending.request
         assert verdict.admitted_as is not None
         band = band_of(request.priority_class, verdict.admitted_as)
         if band is Band.SCAVENGER or miss.never:
             return False
-        immediate = verdict.reclaim or band is Band.CRITICAL or request.pods == 1
-        scavengers_only = mode == "now" and not immediate
-        key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, mode, ctx.widened, ctx.block_cap)
+        key = (pool.flavour, request.shape, band, request.team, verdict.reclaim, strategy, ctx.widened, ctx.block_cap)
         if key in self._no_victims:
             return False
-        if mode == "now" and self._wait_for_leaving(pending, pool, verdict, ctx, small):
+        if strategy is Strategy.NOW and self._wait_for_leaving(pending, pool, verdict, ctx, small):
             return True
         cohort = self.snapshot.teams[request.team].cohort
-        teams = self.snapshot.teams
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
         if reclaim_only and not self._reclaim_possible(request, pool.flavour, cohort, verdict.deficit):
             self._no_victims.add(key)
             return False
-        pick = (pool.flavour, band, request.team, scavengers_only, reclaim_only, len(self.leaving))
-        eligible = self._movable(pool.flavour, request) if mode == "migrate" else self._eligible.get(pick)
-        if eligible is None:
-            eligible = []
-            for v in self._candidates_for(pool.flavour, band):
-                if v.id in self.leaving:
-                    continue
-                if not v.scavenger:
-                    if scavengers_only:
-                        break
-                    if not may_preempt(request, band, v):
-                        continue
-                    if reclaim_only:
-                        other = teams.get(v.job.request.team)
-                        if other is None or other.cohort != cohort:
-                            continue
-                eligible.append(v)
-            self._eligible[pick] = eligible
+        eligible = self._eligible_victims(request, pool, verdict, band, strategy)
         if not eligible:
             self._no_victims.add(key)
             return False
+        choice = self._cheapest_victims(pending, pool, verdict, ctx, small, eligible, band)
+        if choice.found is None:
+            if choice.none_for_shape:
+                self._no_victims.add(key)
+            return False
+        found: Found | None = choice.found
+        if strategy is Strategy.MIGRATE:
+            found = self._moves(pending, pool, verdict, ctx, small, eligible, choice.found)
+        if found is None:
+            return False
+        if strategy is not Strategy.NOW and not self._worth_it(request, pool.flavour, found, slot):
+            return False
+        self._signal(pending, pool, verdict, found, strategy, band)
+        return True
+
+    def _eligible_victims(self, request: JobRequest, pool: Pool, verdict: Verdict, band: Band,
+                          strategy: Strategy) -> list[Victim]:
+        """The jobs ``strategy`` may stop for ``request`` on ``pool``, cheapest first (cached while no more jobs
+        are signalled): moves for ``MIGRATE``; else lower bands, only scavenger work for a gang preempting now
+        (unless it reclaims or is critical), only the cohort's borrowers for a reclaim."""
+        if strategy is Strategy.MIGRATE:
+            return self._movable(pool.flavour, request)
+        immediate = verdict.reclaim or band is Band.CRITICAL or request.pods == 1
+        scavengers_only = strategy is Strategy.NOW and not immediate
+        reclaim_only = verdict.reclaim and band is not Band.CRITICAL
+        pick = (pool.flavour, band, request.team, scavengers_only, reclaim_only, len(self.leaving))
+        eligible = self._eligible.get(pick)
+        if eligible is not None:
+            return eligible
+        teams = self.snapshot.teams
+        cohort = teams[request.team].cohort
+        eligible = []
+        for v in self._candidates_for(pool.flavour, band):
+            if v.id in self.leaving:
+                continue
+            if not v.scavenger:
+                if scavengers_only:
+                    break
+                if not may_preempt(request, band, v):
+                    continue
+                if reclaim_only:
+                    other = teams.get(v.job.request.team)
+                    if other is None or other.cohort != cohort:
+                        continue
+            eligible.append(v)
+        self._eligible[pick] = eligible
+        return eligible
+
+    def _cheapest_victims(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
+                          eligible: list[Victim], band: Band) -> VictimChoice:
+        """The one victim search with one cost. A reclaim looks at borrowers near its size first, and takes the
+        lesser evil when the cheapest set is out of proportion."""
+        request = pending.request
+        reclaim_only = verdict.reclaim and band is not Band.CRITICAL
         oversize = None
         if reclaim_only:
             # Borrowers no more than twice what the reclaim needs first: stopping a far larger gang frees GPUs
@@ -709,21 +995,11 @@ class _Cycle:
         found = self._search(pending, pool, verdict, ctx, small, eligible, oversize)
         if reclaim_only and found is not None and not self._proportionate(pending, verdict, found):
             # The lesser evil: borrowers near its size inside their minimum run time, not a far larger gang.
+            cohort = self.snapshot.teams[request.team].cohort
             found = self._search(pending, pool, verdict, ctx, small,
                                  self._young_borrowers(pending, pool, verdict, band, cohort))
-            if found is None:
-                return False
-        if found is None:
-            self._no_victims.add(key)
-            return False
-        if mode == "migrate":
-            found = self._moves(pending, pool, verdict, ctx, small, eligible, found)
-            if found is None:
-                return False
-        if mode != "now" and not self._worth_it(request, pool.flavour, found, slot):
-            return False
-        self._signal(pending, pool, verdict, found, mode, band)
-        return True
+            return VictimChoice(found, none_for_shape=False)
+        return VictimChoice(found, none_for_shape=found is None)
 
     def _search(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
                 eligible: list[Victim], oversize: int | None = None) -> Found | None:
@@ -771,7 +1047,7 @@ class _Cycle:
         if v.id not in self._spots:
             self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.cap.pod_bits(v.job.placement)]
 
-    def _nominal_room(self, request: JobRequest, flavour: str) -> tuple[Verdict, list[RunningJob]] | None:
+    def _nominal_room(self, request: JobRequest, flavour: str) -> NominalRoom | None:
         """For a non-preemptible job refused because its team's nominal quota is held by the team's own
         preemptible work: the fewest of those jobs (the newest first) that, relabelled borrowed, let it in as
         nominal now without reclaim — that is, when the cohort can lend for them. The team's guarantee goes to
@@ -793,7 +1069,7 @@ class _Cycle:
                 self._by_team.setdefault((job.request.team, job.placement.flavour), []).append(job)
         # A job that ends before the first reservation this one would outlive has already given that
         # reservation its nominal quota (``_ended_by``): relabelling it frees nothing this job may keep.
-        first_hold = self._quota_holds[0][0] if self._held_now else None
+        first_hold = self._quota_holds[0].start if self._held_now else None
         mine = [job for job in self._by_team.get(key, ())
                 if job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible and not job.terminating
                 and job.request.id not in self.leaving and job.request.id not in self._relabelled
@@ -816,7 +1092,7 @@ class _Cycle:
                 self.ledger.relabel(job.request, flavour, AdmittedAs.BORROWED, AdmittedAs.NOMINAL, bump=False)
         if verdict.admitted_as is not AdmittedAs.NOMINAL or verdict.reclaim:
             return None
-        return verdict, chosen
+        return NominalRoom(verdict, chosen)
 
     def _relabel(self, request: JobRequest, flavour: str, jobs: list[RunningJob]) -> None:
         for job in jobs:
@@ -910,18 +1186,19 @@ class _Cycle:
         key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap, request.team, verdict.reclaim)
         if key in self._unsettled or ctx.avoid or ctx.restart_block is not None:
             return False
-        leaving, units, borrowed, per_node = self._unclaimed_leaving(pool.flavour)
+        unclaimed = self._unclaimed_leaving(pool.flavour)
         g = request.units_per_pod
-        if (not leaving or verdict.deficit > borrowed or units + pool.free_units < request.units
+        if (not unclaimed.victims or verdict.deficit > unclaimed.borrowed
+                or unclaimed.units + pool.free_units < request.units
                 or (request.pods == 1 and not any(pool.free[j] + n >= g and pool.usable[j] and not pool.spare[j]
-                                                  for j, n in per_node.items()))):
+                                                  for j, n in unclaimed.per_node.items()))):
             self._unsettled.add(key)
             return False
         undo = self.ledger.hold(self._held_now) if self._held_now else None
         try:
             target = self.ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
             search = VictimSearch(self.cap, self.ledger, pool, request, ctx, small, target, self._spots)
-            found = search.settle(leaving, self.leaving)
+            found = search.settle(unclaimed.victims, self.leaving)
         finally:
             if undo is not None:
                 undo()
@@ -943,24 +1220,24 @@ class _Cycle:
         waiting.planned = True
         return True
 
-    def _unclaimed_leaving(self, flavour: str) -> tuple[list[Victim], int, int, dict[int, int]]:
+    def _unclaimed_leaving(self, flavour: str) -> _Unclaimed:
         """Leaving jobs nobody counts on yet, with cheap bounds for ``_wait_for_leaving``: their units, their
         borrowed units (what they give back to quota; a team's own leaving jobs count too) and units per node."""
         key = (flavour, len(self.leaving), len(self._claimed))
         hit = self._unclaimed.get(key)
         if hit is None:
-            leaving = [v for _, _, v in self._leaving_victims(flavour) if v.id not in self._claimed]
+            leaving = [e.victim for e in self._leaving_victims(flavour) if e.victim.id not in self._claimed]
             per_node: dict[int, int] = {}
             for v in leaving:
                 for j, n in self._spots[v.id]:
                     per_node[j] = per_node.get(j, 0) + n
             units = sum(v.job.request.units for v in leaving)
             borrowed = sum(v.job.request.units for v in leaving if v.job.admitted_as is not AdmittedAs.SCAVENGER)
-            hit = (leaving, units, borrowed, per_node)
+            hit = _Unclaimed(leaving, units, borrowed, per_node)
             self._unclaimed[key] = hit
         return hit
 
-    def _leaving_victims(self, flavour: str) -> list[tuple[float, str, Victim]]:
+    def _leaving_victims(self, flavour: str) -> list[_LeavingEntry]:
         """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first;
         built once, then kept up to date by ``_mark_leaving``."""
         if self._leaving_lists is None:
@@ -973,7 +1250,7 @@ class _Cycle:
     def _add_leaving(self, job: RunningJob) -> None:
         assert self._leaving_lists is not None
         v = self._victim(job)
-        insort(self._leaving_lists.setdefault(job.placement.flavour, []), (self.leaving[v.id], v.id, v))
+        insort(self._leaving_lists.setdefault(job.placement.flavour, []), _LeavingEntry(self.leaving[v.id], v.id, v))
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its
@@ -1007,7 +1284,7 @@ class _Cycle:
             return 0.0
         return job.request.grace_s
 
-    def _signal(self, pending: PendingJob, pool: Pool, verdict: Verdict, found: Found, mode: str,
+    def _signal(self, pending: PendingJob, pool: Pool, verdict: Verdict, found: Found, strategy: Strategy,
                 band: Band) -> None:
         request = pending.request
         state = self.snapshot.teams[request.team]
@@ -1016,9 +1293,9 @@ class _Cycle:
         for v in found.victims:
             job = v.job
             other = self.snapshot.teams.get(job.request.team)
-            if mode == "reservation":
+            if strategy is Strategy.RESERVATION:
                 reason = PreemptReason.RESERVATION
-            elif mode == "migrate":
+            elif strategy is Strategy.MIGRATE:
                 reason = PreemptReason.DEFRAGMENT
             elif (job.admitted_as is AdmittedAs.BORROWED and band >= Band.GUARANTEED
                   and verdict.admitted_as is AdmittedAs.NOMINAL and other is not None
@@ -1031,7 +1308,7 @@ class _Cycle:
                 by_team = self._borrowed_units.get((job.placement.flavour, other.cohort))
                 if by_team is not None and job.request.team in by_team:
                     by_team[job.request.team] -= job.request.units
-            avoid = found.placement.nodes if mode == "migrate" else ()
+            avoid = found.placement.nodes if strategy is Strategy.MIGRATE else ()
             self.preempts.append(Preempt(job.request.id, reason, grace, requeue=True, for_job=request.id,
                                          avoid=avoid))
             self._mark_leaving(job, self.now + grace)
@@ -1062,24 +1339,26 @@ class _Cycle:
         request = pending.request
         self.blocked_reservations += 1
         self._hold(request, slot)
-        insort(self._quota_holds, (slot.start, request.team, slot.flavour, request.units, not may_borrow(request)))
+        insort(self._quota_holds, QuotaHold(slot.start, request.team, slot.flavour, request.units,
+                                            not may_borrow(request)))
         self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
         waiting.estimate = slot.start
         waiting.planned = True
         waiting.reserved = True
         waiting.message += f"; reserved from {format_duration(slot.start - self.now)} from now"
 
-    def _reserve_after_quota(self, pending: PendingJob, waiting: _Waiting, refused: list[_PlanFor]) -> None:
+    def _reserve_after_quota(self, pending: PendingJob, waiting: _Waiting, refused: list[PlanOption]) -> None:
         """A job held back by quota that its team's (or cohort's) jobs free at a known time is planned in its
         place in the queue like any other: reserved from when both quota and nodes allow."""
         if not self._may_reserve(pending):
             return
         request = pending.request
         best: Slot | None = None
-        for flavour, reason, _, nominal_only in refused:
+        for option in refused:
+            flavour, reason = option.flavour, option.quota_reason
             if flavour not in self.cap.pools or reason is None:
                 continue
-            quota_free = self._quota_clock().free_at(request, flavour, reason, nominal_only)
+            quota_free = self._quota_clock().free_at(request, flavour, reason, option.nominal_only)
             if quota_free is None:
                 continue
             slot = self.timeline.earliest(request, flavour, not_before=max(quota_free, self.now),
@@ -1102,7 +1381,7 @@ class _Cycle:
         return later if slot is None or (later is not None and later.start < slot.start) else slot
 
     def _maybe_reserve(self, pending: PendingJob, waiting: _Waiting,
-                       misses: list[tuple[int, str, Pool, Verdict, Miss]], ctx: PlaceContext, small: bool) -> bool:
+                       misses: list[FlavourMiss], ctx: PlaceContext, small: bool) -> bool:
         """Reserve the earliest slot for a blocked job (or, for a gang whose slot is far off, preempt for it
         when that costs less). Returns True when it preempted instead.
 
@@ -1113,35 +1392,41 @@ class _Cycle:
         may_reserve = self._may_reserve(pending)
         if not may_reserve and not self._any_pool(request, lambda pool: pool.fills_blocks(request)):
             return False
-        best: tuple[float, int, Slot, tuple[int, str, Pool, Verdict, Miss]] | None = None
-        for entry in misses:
-            index, f, pool, verdict, miss = entry
-            if miss.never or verdict.reclaim or miss.reason not in _CAPACITY_REASONS:
-                continue
-            slot = self._earliest_avoiding(pending, f, ctx)
-            if slot is not None and (best is None or (slot.start, index) < (best[0], best[1])):
-                best = (slot.start, index, slot, entry)
+        best = self._earliest_reservable(pending, misses, ctx)
         if request.pods > 1 and best is not None:
-            for index, f, pool, verdict, miss in misses:
-                slot_f = best[2] if best[3][1] == f else None
-                if (slot_f is not None and not verdict.reclaim and pool.free_units >= request.units
-                        and miss.reason in (Reason.WAITING_FOR_TOPOLOGY, Reason.WAITING_FOR_CAPACITY)
-                        and self._try_preempt(pending, pool, verdict, ctx, small, miss, mode="migrate",
-                                              slot=slot_f)):
+            for m in misses:
+                if (best.entry.flavour == m.flavour and not m.verdict.reclaim
+                        and m.pool.free_units >= request.units
+                        and m.miss.reason in (Reason.WAITING_FOR_TOPOLOGY, Reason.WAITING_FOR_CAPACITY)
+                        and self._try_preempt(pending, m.pool, m.verdict, ctx, small, m.miss, Strategy.MIGRATE,
+                                              slot=best.slot)):
                     return True
         if not may_reserve:
             return False
         far = self.config.reservation_preempt_after_s
-        if request.pods > 1 and (best is None or best[0] - self.now > far):
-            for index, f, pool, verdict, miss in misses:
-                slot_f = best[2] if best is not None and best[3][1] == f else None
-                if not miss.never and not verdict.reclaim and self._try_preempt(
-                        pending, pool, verdict, ctx, small, miss, mode="reservation", slot=slot_f):
+        if request.pods > 1 and (best is None or best.slot.start - self.now > far):
+            for m in misses:
+                slot_f = best.slot if best is not None and best.entry.flavour == m.flavour else None
+                if not m.miss.never and not m.verdict.reclaim and self._try_preempt(
+                        pending, m.pool, m.verdict, ctx, small, m.miss, Strategy.RESERVATION, slot=slot_f):
                     return True
         if best is None:
             return False
-        self._reserve(pending, waiting, best[2])
+        self._reserve(pending, waiting, best.slot)
         return False
+
+    def _earliest_reservable(self, pending: PendingJob, misses: list[FlavourMiss],
+                             ctx: PlaceContext) -> _SlotChoice | None:
+        """The earliest slot over the misses a reservation can wait out (ties: the flavour listed first)."""
+        best: _SlotChoice | None = None
+        for entry in misses:
+            miss = entry.miss
+            if miss.never or entry.verdict.reclaim or miss.reason not in _CAPACITY_REASONS:
+                continue
+            slot = self._earliest_avoiding(pending, entry.flavour, ctx)
+            if slot is not None and (best is None or (slot.start, entry.index) < (best.slot.start, best.entry.index)):
+                best = _SlotChoice(slot, entry)
+        return best
 
     # -- phase 5 ---------------------------------------------------------------------------------------------
 
@@ -1150,7 +1435,7 @@ class _Cycle:
         for waiting in self.waiting.values():
             request = waiting.job.request
             if request.pods > 1 and waiting.reason in _CAPACITY_REASONS and waiting.plan_for:
-                flavour = waiting.plan_for[0][0]
+                flavour = waiting.plan_for[0].flavour
                 gangs[flavour] = gangs.get(flavour, 0) + 1
         for flavour in sorted(gangs):
             pool = self.cap.pools[flavour]
@@ -1181,7 +1466,7 @@ class _Cycle:
                 self._clock.add(*row)
         return self._clock
 
-    def _guess(self) -> tuple[Timeline, QuotaClock] | None:
+    def _guess(self) -> Guess | None:
         """The timeline and quota clock of what is likely (``estimates``): running jobs end when they are
         likely to, what this cycle started and the jobs waiting for victims hold their units for as long as
         they are likely to. ``None`` when that is the promise itself (no run-time history, no idle clocks)."""
@@ -1208,7 +1493,7 @@ class _Cycle:
                 clock.add(end_of(job), job.request.team, job.placement.flavour, job.request.units)
         for request, slot in self._victim_slots:
             clock.add(slot.start + expected_duration(request, runtimes), request.team, slot.flavour, request.units)
-        return timeline, clock
+        return Guess(timeline, clock)
 
     def plan_waits(self) -> None:
         """Estimated starts for every waiting job, in cycle order: each job is booked at the earliest instant
@@ -1216,7 +1501,7 @@ class _Cycle:
         limits) unless the snapshot says how long jobs really run or which notebooks are idle: then on the
         likely one (``_guess``), where reserved jobs are planned too and start no later than reserved."""
         guess = self._guess()
-        timeline = self.timeline if guess is None else guess[0]
+        timeline = self.timeline if guess is None else guess.timeline
         duration = (lambda r: r.time_limit_s) if guess is None else (
             lambda r: expected_duration(r, self.snapshot.runtimes))
         for job_id in self.processed:
@@ -1227,18 +1512,19 @@ class _Cycle:
             best: Slot | None = None
             reclaim_at: float | None = None
             reclaim_note = ""
-            for flavour, quota_reason, reclaim, nominal_only in waiting.plan_for:
-                if reclaim:
+            for option in waiting.plan_for:
+                flavour, quota_reason = option.flavour, option.quota_reason
+                if option.reclaim:
                     # Its nominal quota is lent out: it starts when borrowers may be preempted and have left.
                     after = self._reclaim_after(request, flavour, guess is not None)
                     if after is not None:
-                        if reclaim_at is None or after[0] < reclaim_at:
-                            reclaim_at, reclaim_note = after
+                        if reclaim_at is None or after.at < reclaim_at:
+                            reclaim_at, reclaim_note = after.at, after.note
                         continue
                 not_before = self.now
                 if quota_reason is not None:
-                    clock = self._quota_clock() if guess is None else guess[1]
-                    quota_free = clock.free_at(request, flavour, quota_reason, nominal_only)
+                    clock = self._quota_clock() if guess is None else guess.clock
+                    quota_free = clock.free_at(request, flavour, quota_reason, option.nominal_only)
                     if quota_free is None:
                         continue
                     not_before = max(not_before, quota_free)
@@ -1329,11 +1615,26 @@ def _oversize(request: JobRequest, verdict: Verdict) -> int:
     return 2 * _reclaim_need(request, verdict)
 
 
-def _better(best: tuple[int, int, Reason, str] | None, index: int, reason: Reason,
-            message: str) -> tuple[int, int, Reason, str]:
+def _lent_out(flavour: str) -> Miss:
+    """The miss of a job that fits its team's nominal quota only once borrowers it cannot stop yet give it back."""
+    return Miss(Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
+                f"fits the team's nominal {flavour} quota, which is lent out; no borrower can be stopped for it "
+                f"yet (all inside their minimum run time, far larger than this job, or notebooks, which "
+                f"give their slices back when they end or go idle)")
+
+
+def _hold_start(hold: QuotaHold) -> float:
+    return hold.start
+
+
+def _ending_end(ending: _Ending) -> float:
+    return ending.end
+
+
+def _better(best: _Best | None, index: int, reason: Reason, message: str) -> _Best:
     """Keep the most promising reason (ties: the flavour listed first)."""
     rank = _REASON_RANK[reason]
-    if best is None or (rank, -index) > (best[0], -best[1]):
-        return (rank, index, reason, message)
+    if best is None or (rank, -index) > (best.rank, -best.index):
+        return _Best(rank, index, reason, message)
     return best
 
