@@ -83,16 +83,53 @@ def is_small(request: JobRequest, small_job_max_units: int) -> bool:
             or request.units <= small_job_max_units)
 
 
-def place(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool) -> Placement | None:
-    """Exact units for every pod of ``request`` on ``pool``'s nodes, or ``None``. Changes nothing."""
+class Counts:
+    """Per block, with spares or without: the nodes that can take pods of one job now and how many each, and
+    their sum. Every domain level and the spread over blocks read the same per-node counts, so one ``place``
+    counts each block once instead of once per level and twice more across blocks; a victim search keeps one
+    for its whole run and forgets only the blocks whose nodes a victim's leaving or return changes
+    (``forget_block``). Valid only while the job, its ``PlaceContext`` and the nodes of a remembered block
+    stay as they were: a cache of pure counts, so it changes no decision."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[int, bool], tuple[list[tuple[int, int]], int]] = {}
+
+    def forget_block(self, b: int) -> None:
+        self.rows.pop((b, False), None)
+        self.rows.pop((b, True), None)
+
+
+def place(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
+          counts: Counts | None = None) -> Placement | None:
+    """Exact units for every pod of ``request`` on ``pool``'s nodes, or ``None``. Changes nothing.
+    ``counts``: a victim search's cache of per-block counts for this job and context (see ``Counts``)."""
     g = request.units_per_pod
     if g <= 0 or g > pool.max_cap:
         return None
+    if counts is None:
+        counts = Counts()
     if ctx.restart_block is not None and ctx.within_block is None and ctx.restart_block in pool.blocks:
-        found = _place(cap, pool, request, replace(ctx, within_block=ctx.restart_block), small, True)
+        found = _place(cap, pool, request, replace(ctx, within_block=ctx.restart_block), small, True, counts)
         if found is not None:
             return found
-    return _place(cap, pool, request, ctx, small, False)
+    return _place(cap, pool, request, ctx, small, False, counts)
+
+
+def fits(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
+         counts: Counts | None = None) -> bool:
+    """``place(...) is not None``, without choosing the nodes and units: what a victim search asks for every
+    candidate set."""
+    g = request.units_per_pod
+    if g <= 0 or g > pool.max_cap:
+        return False
+    if counts is None:
+        counts = Counts()
+    if ctx.restart_block is not None and ctx.within_block is None and ctx.restart_block in pool.blocks:
+        if _fits(cap, pool, request, replace(ctx, within_block=ctx.restart_block), small, True, counts):
+            return True
+    return _fits(cap, pool, request, ctx, small, False, counts)
 
 
 def occupy(cap: Capacity, pool: Pool, request: JobRequest, placement: Placement, end: float) -> None:
@@ -102,16 +139,27 @@ def occupy(cap: Capacity, pool: Pool, request: JobRequest, placement: Placement,
         pool.consume_holds(pool.pos[cap.index[pod.node]], len(pod.units), end)
 
 
+def _single_node(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext,
+                 spares_first: bool) -> int | None:
+    if ctx.within_block is None:
+        return _best_single_node(cap, pool, request, ctx)
+    return _best_node_in(cap, pool, request, ctx, pool.blocks.get(ctx.within_block, []), spares_first)
+
+
 def _place(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
-           spares_first: bool) -> Placement | None:
+           spares_first: bool, counts: Counts) -> Placement | None:
     if request.pods == 1:
-        if ctx.within_block is None:
-            j = _best_single_node(cap, pool, request, ctx)
-        else:
-            j = _best_node_in(cap, pool, request, ctx, pool.blocks.get(ctx.within_block, []), spares_first)
+        j = _single_node(cap, pool, request, ctx, spares_first)
         return None if j is None else _build(cap, pool, request, [(j, 1)])
-    chosen = _gang(cap, pool, request, ctx, small, spares_first)
+    chosen = _gang(cap, pool, request, ctx, small, spares_first, counts, False)
     return None if chosen is None else _build(cap, pool, request, chosen)
+
+
+def _fits(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
+          spares_first: bool, counts: Counts) -> bool:
+    if request.pods == 1:
+        return _single_node(cap, pool, request, ctx, spares_first) is not None
+    return _gang(cap, pool, request, ctx, small, spares_first, counts, True) is not None
 
 
 # -- single pods -----------------------------------------------------------------------------------------------
@@ -187,6 +235,38 @@ def _podcap(cap: Capacity, pool: Pool, j: int, request: JobRequest, ctx: PlaceCo
     return count
 
 
+def _block_caps(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, b: int, spares: bool,
+                counts: Counts) -> tuple[list[tuple[int, int]], int]:
+    """(node, pods it can take) for the nodes of block ``b`` that can take any (``_podcap`` of each, in node
+    order), and their sum; from ``counts`` when it already has them."""
+    key = (b, spares)
+    hit = counts.rows.get(key)
+    if hit is not None:
+        return hit
+    g, cpus, mem = request.units_per_pod, request.cpus_per_pod, request.memory_gb_per_pod
+    usable, spare, members, free, holds = pool.usable, pool.spare, pool.members, pool.free, pool.holds
+    free_cpu, free_mem = cap.free_cpu, cap.free_mem
+    avoid, ignore, end = ctx.avoid, ctx.ignore_holds, ctx.end
+    caps: list[tuple[int, int]] = []
+    total = 0
+    for j in pool.blocks.get(b, ()):
+        if not usable[j] or (spare[j] and not spares):
+            continue
+        i = members[j]
+        if i in avoid:
+            continue
+        count = (free[j] if ignore or j not in holds else pool.hold_room(j, end)) // g
+        if count and cpus:
+            count = min(count, free_cpu[i] // cpus)
+        if count and mem:
+            count = min(count, free_mem[i] // mem)
+        if count > 0:
+            caps.append((j, count))
+            total += count
+    hit = counts.rows[key] = (caps, total)
+    return hit
+
+
 def _block_bound(pool: Pool, b: int, g: int, spares: bool) -> int:
     """An upper bound on the pods block ``b`` can take, from counts alone."""
     if pool.uniform_cap == g:
@@ -200,7 +280,9 @@ def _domain_rank(pool: Pool, first: int, small: bool) -> int:
 
 
 def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
-          spares_first: bool) -> list[tuple[int, int]] | None:
+          spares_first: bool, counts: Counts, check: bool) -> list[tuple[int, int]] | None:
+    """The nodes and pods on each, or ``None``. ``check``: only whether it fits; any list (maybe empty) for
+    yes, without choosing the nodes."""
     levels, widen = _levels(request, ctx)
     limit = pool.block_limit(request, ctx.block_cap)
     if limit is not None and limit > 1:
@@ -212,15 +294,16 @@ def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, sma
         if spares and not spares_first and not pool.has_spare:
             break
         for level in levels:
-            found = _one_domain(cap, pool, request, ctx, small, level, spares, spares_first)
+            found = _one_domain(cap, pool, request, ctx, small, level, spares, spares_first, counts, check)
             if found is not None:
                 return found
     if not widen:
         return None
-    without = _across_blocks(cap, pool, request, ctx, small, False, limit)
-    if without is not None and len({pool.block[j] for j, _ in without}) == 1:
+    without = _across_blocks(cap, pool, request, ctx, small, False, limit, counts, check)
+    if without is not None and (check or len({pool.block[j] for j, _ in without}) == 1):
         return without
-    with_spares = _across_blocks(cap, pool, request, ctx, small, True, limit) if pool.free_spare else None
+    with_spares = _across_blocks(cap, pool, request, ctx, small, True, limit, counts, check) if pool.free_spare \
+        else None
     if with_spares is None:
         return without
     if without is None:
@@ -231,7 +314,8 @@ def _gang(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, sma
 
 
 def _one_domain(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
-                level: TopologyLevel, spares: bool, spares_first: bool) -> list[tuple[int, int]] | None:
+                level: TopologyLevel, spares: bool, spares_first: bool, counts: Counts,
+                check: bool) -> list[tuple[int, int]] | None:
     g, pods = request.units_per_pod, request.pods
     blocks = [ctx.within_block] if ctx.within_block is not None else sorted(pool.blocks)
     if level is TopologyLevel.NODE:
@@ -241,10 +325,10 @@ def _one_domain(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContex
         for b in blocks:
             if _block_bound(pool, b, g, spares) < 1:
                 continue
-            for j in pool.blocks.get(b, ()):
-                if pool.free[j] < pods * g:
-                    continue
-                if _podcap(cap, pool, j, request, ctx, spares) >= pods:
+            for j, c in _block_caps(cap, pool, request, ctx, b, spares, counts)[0]:
+                if c >= pods:        # so its free units are at least pods × g
+                    if check:
+                        return []
                     node_rank = (0 if pool.spare[j] == spares_first else 1, _domain_rank(pool, j, small),
                                  pool.free[j], j)
                     if best is None or node_rank < best:
@@ -254,45 +338,49 @@ def _one_domain(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContex
     for b in blocks:
         if _block_bound(pool, b, g, spares) < pods:
             continue
-        members = pool.blocks.get(b, [])
+        caps, total = _block_caps(cap, pool, request, ctx, b, spares, counts)
+        if total < pods:
+            continue                 # no domain inside it can hold the job either
+        domains: list[tuple[int, int, list[tuple[int, int]]]]
         if level is TopologyLevel.LEAF:
-            groups: dict[int, list[int]] = {}
-            for j in members:
-                groups.setdefault(pool.leaf[j], []).append(j)
-            domains = sorted(groups.items())
+            # A leaf lies in one block, so its nodes here are all of ``pool.leaves[leaf]``.
+            groups: dict[int, list[tuple[int, int]]] = {}
+            for jc in caps:
+                groups.setdefault(pool.leaf[jc[0]], []).append(jc)
+            domains = [(key, pool.leaves[key][0], groups[key]) for key in sorted(groups)]
         else:
-            domains = [(b, members)]
-        for key, nodes in domains:
+            domains = [(b, pool.blocks[b][0], caps)]
+        for key, first, domain_caps in domains:
             if (level is TopologyLevel.LEAF and not spares and pool.uniform_cap == g
                     and pool.whole_leaf[key] < pods):
                 continue
-            caps = [(j, c) for j in nodes if (c := _podcap(cap, pool, j, request, ctx, spares)) > 0]
-            total = sum(c for _, c in caps)
-            if total < pods:
+            domain_total = total if level is not TopologyLevel.LEAF else sum(c for _, c in domain_caps)
+            if domain_total < pods:
                 continue
-            rank = (_domain_rank(pool, nodes[0], small), total, key)
+            if check:
+                return []
+            rank = (_domain_rank(pool, first, small), domain_total, key)
             if best_domain is None or rank < best_domain[0]:
-                best_domain = (rank, caps)
+                best_domain = (rank, domain_caps)
     if best_domain is None:
         return None
     return _choose_nodes(pool, best_domain[1], pods, spares_first)
 
 
 def _across_blocks(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
-                   spares: bool, limit: int | None) -> list[tuple[int, int]] | None:
+                   spares: bool, limit: int | None, counts: Counts, check: bool) -> list[tuple[int, int]] | None:
     """Spread over as few blocks as possible: the largest first, the last one by best fit; ``None`` if that
-    takes more than ``limit`` blocks (taking the largest first is the fewest there can be)."""
+    takes more than ``limit`` blocks (taking the largest first is the fewest there can be). ``check``: ``[]``
+    instead of the nodes."""
     g, pods = request.units_per_pod, request.pods
     table: list[tuple[int, int, int, list[tuple[int, int]]]] = []
     grand = 0
     for b in sorted(pool.blocks):
         if _block_bound(pool, b, g, spares) <= 0:
             continue
-        members = pool.blocks[b]
-        caps = [(j, c) for j in members if (c := _podcap(cap, pool, j, request, ctx, spares)) > 0]
-        total = sum(c for _, c in caps)
+        caps, total = _block_caps(cap, pool, request, ctx, b, spares, counts)
         if total:
-            table.append((_domain_rank(pool, members[0], small), total, b, caps))
+            table.append((_domain_rank(pool, pool.blocks[b][0], small), total, b, caps))
             grand += total
     if grand < pods:
         return None
@@ -306,11 +394,14 @@ def _across_blocks(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceCon
             return None
         fitting = [row for row in available if row[1] >= remaining]
         if fitting:
+            if check:
+                return chosen
             row = min(fitting, key=lambda r: (r[0], r[1], r[2]))
             chosen.extend(_choose_nodes(pool, row[3], remaining, False))
             break
         row = available.pop(0)
-        chosen.extend(_choose_nodes(pool, row[3], row[1], False))
+        if not check:
+            chosen.extend(_choose_nodes(pool, row[3], row[1], False))
         remaining -= row[1]
     return chosen
 

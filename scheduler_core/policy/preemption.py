@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Sequence
 from ..model.flavours import FLAVOURS
 from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
-from .placement import PlaceContext, place
+from .placement import Counts, PlaceContext, fits, place
 from .quota import QuotaLedger
 from .snapshot import AdmittedAs, Band, JobRequest, Placement, PolicyConfig, RunningJob
 
@@ -151,14 +151,29 @@ class VictimSearch:
         self.spots = spots
         #: Victims larger than this are the last resort (a reclaim should not stop a gang far larger than it needs).
         self.oversize = oversize
+        #: The per-block counts of the search under way (``_try``), told of the blocks each victim changes.
+        self._counts: Counts | None = None
 
     def _remove(self, v: Victim) -> None:
         self.cap.release(v.job.request, v.job.placement)
         self.ledger.remove(v.job.request, v.job.placement.flavour, v.job.admitted_as)
+        self._changed(v)
 
     def _restore(self, v: Victim) -> None:
         self.cap.occupy(v.job.request, v.job.placement)
         self.ledger.add(v.job.request, v.job.placement.flavour, v.job.admitted_as)
+        self._changed(v)
+
+    def _changed(self, v: Victim) -> None:
+        """Forget the counts of the blocks whose nodes ``v`` runs on (its units and CPUs came or went)."""
+        counts = self._counts
+        if counts is None:
+            return
+        pool, index = self.pool, self.cap.index
+        for pod in v.job.placement.pods:
+            j = pool.pos.get(index[pod.node])
+            if j is not None:
+                counts.forget_block(pool.block[j])
 
     def _quota_ok(self) -> bool:
         if self.reclaim_target is None:
@@ -186,18 +201,22 @@ class VictimSearch:
                 return pool.whole[b] + pool.whole_spare[b] >= pods
             return (pool.bfree[b] + pool.bfree_spare[b]) // g >= pods
 
-        def fits() -> bool:
-            return (enough() and self._quota_ok()
-                    and place(self.cap, self.pool, self.request, ctx, self.small) is not None)
+        counts = self._counts = Counts()
 
-        victims = minimal_victims(candidates, self._remove, self._restore, fits)
-        if victims is None:
-            return None
-        for v in victims:
-            self._remove(v)
-        placement = place(self.cap, self.pool, self.request, ctx, self.small)
-        for v in victims:
-            self._restore(v)
+        def fit() -> bool:
+            return enough() and self._quota_ok() and fits(self.cap, self.pool, self.request, ctx, self.small, counts)
+
+        try:
+            victims = minimal_victims(candidates, self._remove, self._restore, fit)
+            if victims is None:
+                return None
+            for v in victims:
+                self._remove(v)
+            placement = place(self.cap, self.pool, self.request, ctx, self.small, counts)
+            for v in victims:
+                self._restore(v)
+        finally:
+            self._counts = None
         assert placement is not None
         return Found(victims, placement)
 
