@@ -1,6 +1,7 @@
 """The policies Shoal is measured against, on the same engine, snapshot and decision types.
 
-* ``fifo``: strict FIFO by submission, gang-aware: the head starts when all its pods fit; nothing passes it.
+* ``fifo``: strict FIFO by submission per flavour (Slurm's ``sched/builtin``, a partition per GPU type),
+  gang-aware: a queue's head starts when all its pods fit; nothing passes it on that flavour.
 * ``kueue``: Kueue's quota model — per-team nominal quota, borrowing from the cohort within borrowing and lending
   limits, reclaim of lent quota by preempting borrowers — with its BestEffortFIFO queueing (a head that does not
   fit does not block the next), heads that fit without borrowing first, no reservation, first-fit placement.
@@ -75,10 +76,11 @@ class _Cycle:
             self._after.give(victim.placement)
         self._after_failed.clear()
 
-    def place(self, pending: PendingJob, *, exclude: frozenset[str] = frozenset()) -> Placement | None:
-        """The first listed flavour that fits now, or ``None``; failures are remembered for the cycle (capacity
-        only shrinks within a cycle, so a shape that failed fails again)."""
-        for flavour in pending.request.flavours:
+    def place(self, pending: PendingJob, *, exclude: frozenset[str] = frozenset(),
+              flavours: tuple[str, ...] | None = None) -> Placement | None:
+        """The first listed flavour (of ``flavours``, when given) that fits now, or ``None``; failures are
+        remembered for the cycle (capacity only shrinks within a cycle, so a shape that failed fails again)."""
+        for flavour in pending.request.flavours if flavours is None else flavours:
             key = placement_key(pending, flavour) + (exclude,)
             if key in self.failed:
                 continue
@@ -242,29 +244,34 @@ class QuotaBook:
 
 
 def fifo(snapshot: Snapshot, now: float) -> CycleResult:
-    """Strict FIFO: start jobs in submission order until one does not fit; everything behind it waits."""
+    """Strict FIFO per flavour, as Slurm's ``sched/builtin`` is per partition: jobs start in submission order, and
+    once a job that could fit is left pending, nothing behind it starts on any flavour it lists ("once any job in
+    a partition is left pending, no other jobs in that partition will be scheduled"). A job listing several
+    flavours may still start on one whose queue is not blocked."""
     cycle = _Cycle.start(snapshot, now)
     book = QuotaBook(dict(snapshot.teams), snapshot.running)
-    head: PendingJob | None = None
+    heads: dict[str, str] = {}   # flavour -> the job that blocks its queue
     for pending in _by_submission(snapshot.pending):
-        if head is not None:
-            if not any(f in cycle.free.by_flavour for f in pending.request.flavours):
+        request = pending.request
+        open_flavours = tuple(f for f in request.flavours if f not in heads)
+        if not open_flavours:
+            if not any(f in cycle.free.by_flavour for f in request.flavours):
                 cycle.wait(pending, *cycle.why(pending))
             else:
-                cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, f"strict FIFO: behind {head.request.id}")
+                cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, f"strict FIFO: behind {heads[request.flavours[0]]}")
             continue
-        placement = cycle.place(pending)
+        placement = cycle.place(pending, flavours=open_flavours)
         if placement is not None:
             flavour = placement.flavour
-            cycle.admit(pending, placement, book.classify(pending.request.team, flavour, pending.request.units)
+            cycle.admit(pending, placement, book.classify(request.team, flavour, request.units)
                         or AdmittedAs.BORROWED)
-            if pending.request.team in book.teams:
-                book.add(pending.request.team, flavour, pending.request.units)
+            if request.team in book.teams:
+                book.add(request.team, flavour, request.units)
             continue
         reason, message = cycle.why(pending)
         cycle.wait(pending, reason, message)
         if reason is not Reason.INVALID_FLAVOUR and cycle.can_ever_fit(pending):
-            head = pending
+            heads.update((f, request.id) for f in open_flavours)
     return cycle.result
 
 

@@ -178,3 +178,19 @@ def test_a_gang_takes_a_hot_spare_only_when_it_cannot_fit_without_one(name: str)
     small = [job(f"s{i}").gpus(8).at(i).build() for i in range(4)]
     result = BASELINES[name](snapshot(cluster, pending=small), now=1)
     assert sorted(a.job_id for a in result.admits) == ["s0", "s1", "s2"]
+
+
+def test_fifo_queues_per_flavour_as_slurm_does_per_partition() -> None:
+    """A blocked H100 head holds back later H100 work, not A100 work; a job listing both may take the open one."""
+    cluster = nodes("b0", 2) + nodes("a0", 1, flavour="a100")
+    busy = job("busy").gpus(8).limit(10_000).running(["b0-n00"])
+    snap = snapshot(cluster, running=[busy], pending=[
+        job("big").gpus(16).at(1).build(),
+        job("h100-small").gpus(1).at(2).build(),
+        job("a100-small").flavours("a100").gpus(4).at(3).build(),
+        job("either").flavours("h100", "a100").gpus(4).at(4).build(),
+    ])
+    result = fifo(snap, now=10)
+    assert admitted(result) == ["a100-small", "either"]
+    assert {a.job_id: a.placement.flavour for a in result.admits}["either"] == "a100"
+    assert "behind big" in next(w.message for w in result.waits if w.job_id == "h100-small")
