@@ -20,6 +20,7 @@ Not thread-safe: one pass at a time, as the controller runs them.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,8 +48,8 @@ class Working:
 class CarriedIndex:
     """Free units, unit end times and quota usage of the running jobs of the last snapshot seen."""
 
-    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_low", "_high", "_floating", "_totals",
-                 "rebuilds", "updates")
+    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_low", "_high", "_view", "_open",
+                 "_busy_until", "_floating", "_totals", "rebuilds", "updates")
 
     def __init__(self) -> None:
         self._nodes: Sequence[NodeState] | None = None
@@ -56,11 +57,19 @@ class CarriedIndex:
         self._jobs: dict[str, RunningJob] = {}
         self._cap: Capacity | None = None
         self._ledger: QuotaLedger | None = None
-        #: flavour → node position in the pool → unit → when the job holding it ends (``_FREE``: free).
+        #: flavour → node position in the pool → unit → when the job holding it ends (``_FREE``: free). A row
+        #: is replaced, never changed, once made: a pass's timeline may share it (``Timeline.from_times``).
         self._ends: dict[str, list[list[float]]] = {}
         #: Per row of ``_ends``: its earliest and latest end, so a pass copies most rows without looking inside.
         self._low: dict[str, list[float]] = {}
         self._high: dict[str, list[float]] = {}
+        #: Per flavour, the rows a pass starts from: a row all of whose units were still busy at the last pass
+        #: is its ``_ends`` row itself, shared; the others (``_open``: some unit back by then, or changed since)
+        #: are clamped to each pass's ``now``. ``_busy_until``: (earliest end, node) of the shared rows, a heap,
+        #: so a pass finds those whose first unit has come back without looking at the rest.
+        self._view: dict[str, list[list[float]]] = {}
+        self._open: dict[str, set[int]] = {}
+        self._busy_until: dict[str, list[tuple[float, int]]] = {}
         #: Signalled jobs without a termination deadline: their end moves with ``now`` (``job_end``).
         self._floating: dict[str, RunningJob] = {}
         self._totals = (0.0, 0.0, 0.0)
@@ -113,6 +122,9 @@ class CarriedIndex:
         self._ends = {flavour: [[_FREE] * c for c in pool.cap] for flavour, pool in self._cap.pools.items()}
         self._low = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
         self._high = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
+        self._view = {flavour: list(rows) for flavour, rows in self._ends.items()}
+        self._open = {flavour: set(range(len(rows))) for flavour, rows in self._ends.items()}
+        self._busy_until = {flavour: [] for flavour in self._ends}
         self._jobs = {}
         self._floating = {}
         for job in running:
@@ -172,13 +184,15 @@ class CarriedIndex:
             until = job.terminate_by if job.terminate_by is not None else _FREE
         else:
             until = job.started_at + job.request.time_limit_s
-        low, high = self._low[job.placement.flavour], self._high[job.placement.flavour]
+        flavour = job.placement.flavour
+        low, high, changed = self._low[flavour], self._high[flavour], self._open[flavour]
         for _, j, _, units in self._cap.pod_bits(job.placement):
-            row = rows[j]
+            row = rows[j] = rows[j][:]           # a new row: the last pass's timeline may share the old one
             for unit in units:
                 if unit < len(row):
                     row[unit] = until
             low[j], high[j] = min(row), max(row)
+            changed.add(j)
 
     # -- this pass's copies --------------------------------------------------------------------------------------
 
@@ -186,19 +200,46 @@ class CarriedIndex:
         """What ``Timeline(cap, running, now)`` builds: each unit back at ``max(its job's end, now)``."""
         times: dict[str, list[list[float]]] = {}
         for flavour, rows in self._ends.items():
-            # A row all back after now is copied as it is, one all back by now is all now, and only the rest
-            # are clamped unit by unit.
-            times[flavour] = [row[:] if low >= now else [now] * len(row) if high <= now
-                              else [t if t > now else now for t in row]
-                              for row, low, high in zip(rows, self._low[flavour], self._high[flavour])]
+            times[flavour] = self._rows(flavour, rows, now)
         for job in self._floating.values():
             laid = times.get(job.placement.flavour)
             if laid is None:
                 continue
             until = max(now + job.request.grace_s, now)
             for _, j, _, units in cap.pod_bits(job.placement):
-                row = laid[j]
+                row = laid[j] = laid[j][:]
                 for unit in units:
                     if unit < len(row):
                         row[unit] = until
         return Timeline.from_times(cap, times, now)
+
+    def _rows(self, flavour: str, rows: list[list[float]], now: float) -> list[list[float]]:
+        """One flavour's rows clamped to ``now``: a row all back after now is shared as it is, one all back by
+        now is all now (one row object for every such node of a size), and only the rest are clamped unit by
+        unit. Only the rows not shared at the last pass, or whose first unit has come back since, are looked
+        at (``_view``)."""
+        low, high, view, open_ = self._low[flavour], self._high[flavour], self._view[flavour], self._open[flavour]
+        heap = self._busy_until[flavour]
+        while heap and heap[0][0] < now:
+            _, j = heapq.heappop(heap)
+            if low[j] < now:                     # else an entry left from before the row changed
+                open_.add(j)
+        out = view[:]
+        idle: dict[int, list[float]] = {}
+        shared: list[int] = []
+        for j in open_:
+            row, first = rows[j], low[j]
+            if first >= now:
+                out[j] = view[j] = row
+                shared.append(j)
+                heapq.heappush(heap, (first, j))
+            elif high[j] <= now:
+                size = len(row)
+                same = idle.get(size)
+                if same is None:
+                    same = idle[size] = [now] * size
+                out[j] = same
+            else:
+                out[j] = [t if t > now else now for t in row]
+        open_.difference_update(shared)
+        return out

@@ -90,14 +90,18 @@ class Timeline:
 
     def __init__(self, cap: Capacity, running: Iterable[RunningJob], now: float,
                  end_of: Callable[[RunningJob], float] | None = None,
-                 laid: dict[str, list[list[float]]] | None = None) -> None:
+                 laid: dict[str, list[list[float]]] | None = None, shared: bool = False) -> None:
         """``end_of``: when each running job's units come back (default ``job_end``: by its time limit, a
         promise; estimated starts pass what is likely instead, see ``estimates``).
-        ``laid``: the running jobs' units already laid down (``from_times``, which passes no ``running``)."""
+        ``laid``: the running jobs' units already laid down (``from_times``, which passes no ``running``);
+        ``shared``: its rows belong to someone else too, so each is copied before this timeline first changes
+        it."""
         self.cap = cap
         self.now = now
         self.times: dict[str, list[list[float]]] = laid if laid is not None else {
             flavour: [[now] * c for c in pool.cap] for flavour, pool in cap.pools.items()}
+        #: Per flavour, the rows this timeline has made its own; ``None``: all are.
+        self._own: dict[str, set[int]] | None = {flavour: set() for flavour in self.times} if shared else None
         self._sorted: dict[str, list[list[float] | None]] = {
             flavour: [None] * len(pool.cap) for flavour, pool in cap.pools.items()}
         self._kth_cache: dict[tuple[str, int], tuple[list[float], list[tuple[float, int]]]] = {}
@@ -118,8 +122,21 @@ class Timeline:
     @classmethod
     def from_times(cls, cap: Capacity, times: dict[str, list[list[float]]], now: float) -> Timeline:
         """A timeline whose running jobs are already laid down in ``times`` (flavour → pool node → unit →
-        when it is back, never before ``now``): what a carried index hands a pass."""
-        return cls(cap, (), now, laid=times)
+        when it is back, never before ``now``): what a carried index hands a pass. The rows may be shared
+        (with the index, or one row object for many nodes): the timeline copies a row before changing it."""
+        return cls(cap, (), now, laid=times, shared=True)
+
+    def _row(self, flavour: str, j: int) -> list[float]:
+        """Node ``j``'s row, to change: copied first if it is not yet this timeline's own."""
+        rows = self.times[flavour]
+        own = self._own
+        if own is None:
+            return rows[j]
+        mine = own[flavour]
+        if j not in mine:
+            rows[j] = rows[j][:]
+            mine.add(j)
+        return rows[j]
 
     # -- updates -----------------------------------------------------------------------------------------------
 
@@ -134,7 +151,7 @@ class Timeline:
         if times is None:
             return
         for i, j, bits, _ in self.cap.pod_bits(placement):
-            row = times[j]
+            row = self._row(flavour, j)
             taken = [unit for unit in range(len(row)) if bits >> unit & 1]
             booked = self.booked.get((flavour, j))
             for unit in taken:
@@ -155,11 +172,10 @@ class Timeline:
 
     def book(self, slot: Slot, duration: float) -> None:
         """Plan the slot's units as busy from its start for ``duration`` (no holes before it)."""
-        times = self.times[slot.flavour]
         end = slot.start + duration
         touched = set()
         for j, units in slot.pods:
-            row = times[j]
+            row = self._row(slot.flavour, j)
             booked = self.booked.setdefault((slot.flavour, j), {})
             for unit in units:
                 row[unit] = max(row[unit], end)
