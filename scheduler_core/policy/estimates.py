@@ -12,7 +12,7 @@ they are likely to:
 * any other job: after the share of its time limit its team's jobs of its kind have lately used
   (``RunTimes``); a job already past that is expected to use half of what its limit leaves.
 
-Nothing here may decide anything: only ``_Cycle.plan_waits`` reads it.
+Nothing here may decide anything: only ``stage_explain.Explainer.plan_waits`` reads it.
 """
 
 from __future__ import annotations

@@ -202,13 +202,14 @@ def test_checking_where_moved_jobs_would_go_leaves_the_cycle_s_units_as_they_wer
     rest of the cycle saw 4 GPUs that were still in use.)"""
     snap = _fragmented()
     cycle = _Cycle(snap, 0.0)
-    pool = cycle.cap.pools["h100"]
-    before = (list(pool.mask), pool.free_units, list(cycle.cap.free_cpu), list(cycle.cap.free_mem))
+    cap = cycle.work.cap
+    pool = cap.pools["h100"]
+    before = (list(pool.mask), pool.free_units, list(cap.free_cpu), list(cap.free_mem))
     trials = [victim(job, 0.0, snap.config) for job in snap.running if job.request.id.startswith("t")]
     gang = snap.pending[0].request
     placement = Placement("h100", tuple(PodPlacement(node, tuple(range(8))) for node in nodes_of("b0", 4)))
-    assert cycle._stuck(gang, Found(trials, placement)) is None      # all four fit on s0-n01
-    assert (list(pool.mask), pool.free_units, list(cycle.cap.free_cpu), list(cycle.cap.free_mem)) == before
+    assert cycle.preempt.stuck(gang, Found(trials, placement)) is None      # all four fit on s0-n01
+    assert (list(pool.mask), pool.free_units, list(cap.free_cpu), list(cap.free_mem)) == before
 
 
 def test_a_gang_moves_only_jobs_that_can_restart_elsewhere_and_looks_again_without_the_others() -> None:

@@ -1,0 +1,106 @@
+"""What a placement may use for each job this pass: the nodes it keeps off, how far it may spread over the
+topology and from when (``PlaceContext``). Every stage asks; the block cap is decided once per job per pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..model.job import TopologyLevel
+from .capacity import Pool
+from .placement import PlaceContext
+from .snapshot import JobRequest, PendingJob
+from .working_copy import WorkingCopy
+
+
+class JobContexts:
+    """Each job's :class:`PlaceContext` and topology windows, on the pass's working copy."""
+
+    def __init__(self, work: WorkingCopy) -> None:
+        self.work = work
+        self.config = work.config
+        self.now = work.now
+        self._block_caps: dict[str, int | None] = {}
+
+    def context(self, pending: PendingJob) -> PlaceContext:
+        request = pending.request
+        cap = self.work.cap
+        avoid = self.avoid(pending)
+        restart = None
+        if pending.restart_block is not None and pending.restart_block in cap.block_names:
+            restart = cap.block_names.index(pending.restart_block)
+        return PlaceContext(end=self.now + request.time_limit_s, avoid=avoid, restart_block=restart,
+                            widened=self.widened(pending), block_cap=self.block_cap(pending))
+
+    def avoid(self, pending: PendingJob) -> frozenset[int]:
+        """The nodes the job keeps off, for ``avoid_nodes_for_s`` after it was requeued (``PendingJob``)."""
+        if not pending.avoid_nodes or self.now >= self.avoid_until(pending):
+            return frozenset()
+        index = self.work.cap.index
+        return frozenset(index[n] for n in pending.avoid_nodes if n in index)
+
+    def avoid_until(self, pending: PendingJob) -> float:
+        return pending.queued_at + self.config.avoid_nodes_for_s
+
+    def block_cap(self, pending: PendingJob) -> int | None:
+        """How many blocks beyond the fewest a block-sized ``preferred`` gang may take (``PlaceContext``): none
+        for ``topology_cap_wait_s`` from ``PendingJob.block_cap_since`` while that compact shape is in reach by
+        then, one while it is not, any once the window has passed. 0 for any other job: the cap does not apply,
+        and its equivalence class must not split on it. Decided once per job per cycle (it is asked often)."""
+        request = pending.request
+        if request.id in self._block_caps:
+            return self._block_caps[request.id]
+        cap: int | None
+        if not self.any_pool(request, lambda pool: pool.max_blocks(request) is not None):
+            cap = 0
+        elif self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
+            cap = None
+        else:
+            cap = 0 if self._compact_in_reach(pending) else 1
+        self._block_caps[request.id] = cap
+        return cap
+
+    def any_pool(self, request: JobRequest, test: Callable[[Pool], bool]) -> bool:
+        """Whether ``test`` holds for the pool of some flavour the job may use (a ``preferred`` gang as large as
+        a block: ``Pool.max_blocks``; any gang as large as one: ``Pool.fills_blocks``)."""
+        pools = self.work.cap.pools
+        return any(test(pool) for f in request.flavours if (pool := pools.get(f)) is not None)
+
+    def _compact_in_reach(self, pending: PendingJob) -> bool:
+        """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this
+        cycle first sees it) starts after its window ends: the failed node keeps one of its blocks short for
+        days once the block's spare is taken, so waiting would only idle its GPUs; it may take one block more.
+        Other gangs keep their window whatever the plan says: moving jobs and reservations often open whole
+        blocks sooner than time limits predict, and a one-block gang has no block to spare."""
+        request = pending.request
+        if pending.restart_block is None:
+            return True
+        deadline = pending.block_cap_since + self.config.topology_cap_wait_s
+        avoid = self.avoid(pending)
+        for flavour in request.flavours:
+            pool = self.work.cap.pools.get(flavour)
+            if pool is None:
+                continue
+            fewest = pool.max_blocks(request)
+            if fewest is None or fewest < 2:
+                return True
+            slot = self.work.timeline.earliest(request, flavour, not_before=self.now, widen_at=None, avoid=avoid,
+                                               block_cap=0)
+            if slot is not None and slot.start <= deadline:
+                return True
+        return False
+
+    def widened(self, pending: PendingJob) -> bool:
+        """Whether a ``preferred`` job may spread beyond its level's domain now (it has waited long enough)."""
+        request = pending.request
+        if request.topology_level is None or request.topology_level >= TopologyLevel.CLUSTER:
+            return True
+        if request.topology_required:
+            return False
+        return self.now - pending.queued_at >= self.config.topology_widen_after_s
+
+    def widen_at(self, pending: PendingJob) -> float | None:
+        """When a ``preferred`` job may spread (None: ``required``, never)."""
+        request = pending.request
+        if request.topology_required:
+            return None
+        return pending.queued_at + self.config.topology_widen_after_s

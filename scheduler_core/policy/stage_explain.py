@@ -1,0 +1,288 @@
+"""Explain: every job that does not start this pass gets a reason, its position in its team's queue and an
+estimated start (with, when it is a guess, what the guess counts on).
+
+Estimates come from the plan: every waiting job booked, in cycle order, at the earliest instant its shape and
+its quota allow (:meth:`Explainer.plan_waits`), or carried from the last plan (:meth:`Explainer.carry_plan`).
+On the reservations' timeline (time limits) unless the snapshot says how long jobs really run or which
+notebooks are idle: then on the likely one (:class:`Guess`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..model.durations import format_duration
+from .contexts import JobContexts
+from .decisions import CycleResult, Reason, Wait
+from .estimates import expected_duration, expected_end, idle_release
+from .quota import QuotaClock
+from .reservation import Slot, Timeline, job_end
+from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
+from .stage_preempt import grace
+from .working_copy import WorkingCopy
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOption:
+    """A flavour the plan may start a waiting job on, with what holds it back besides capacity.
+
+    ``quota_reason``: the quota reason holding it back, or None; ``reclaim``: it waits for borrowers to be
+    reclaimable; ``nominal_only``: it must fit within nominal (a reserved non-preemptible job of its team needs
+    the nominal quota)."""
+
+    flavour: str
+    quota_reason: Reason | None
+    reclaim: bool
+    nominal_only: bool
+
+
+@dataclass(slots=True)
+class Waiting:
+    """A job that does not start this cycle, before the plan gives it an estimated start.
+
+    ``plan_for`` lists the flavours the plan may start it on (:class:`PlanOption`)."""
+
+    job: PendingJob
+    reason: Reason
+    message: str
+    plan_for: list[PlanOption] = field(default_factory=list)
+    estimate: float | None = None
+    planned: bool = False        # the estimate is fixed already (reservation, victims)
+    reserved: bool = False       # planned by a reservation: the estimate may still come out sooner (``Guess``)
+    note: str = ""               # what the estimate counts on, when it is a guess
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimEstimate:
+    """When enough borrowers have left for a reclaim, and what that estimate counts on, in words."""
+
+    at: float
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Guess:
+    """The likely timeline and quota clock (:meth:`Explainer._guess`)."""
+
+    timeline: Timeline
+    clock: QuotaClock
+
+
+@dataclass(frozen=True, slots=True)
+class _Earliest:
+    """The soonest a waiting job may start by the plan: a slot on the timeline, or a reclaim."""
+
+    slot: Slot | None
+    reclaim: ReclaimEstimate | None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class _Borrower:
+    """A borrower a reclaim may wait for: when it may go, its team and units, and what holds it."""
+
+    at: float
+    team: str
+    units: int
+    holder: str
+
+
+class Explainer:
+    """The jobs that wait this pass, in cycle order, and their estimates."""
+
+    def __init__(self, work: WorkingCopy, contexts: JobContexts) -> None:
+        self.work = work
+        self.contexts = contexts
+        self.now = work.now
+        self.config = work.config
+        self.waiting: dict[str, Waiting] = {}
+        #: Every job the pass looked at, in cycle order.
+        self.processed: list[str] = []
+        self._reclaim_ready: dict[tuple[str, str, bool], list[_Borrower]] = {}
+
+    def wait(self, pending: PendingJob, reason: Reason, message: str) -> Waiting:
+        """``pending`` does not start this pass, for ``reason`` (the last word for a job is the one that holds)."""
+        waiting = Waiting(pending, reason, message)
+        self.waiting[pending.request.id] = waiting
+        return waiting
+
+    # -- estimates -------------------------------------------------------------------------------------------
+
+    def plan_waits(self) -> None:
+        """Estimated starts for every waiting job, in cycle order: each job is booked at the earliest instant
+        its shape fits (and its quota allows), after those before it. On the reservations' timeline (time
+        limits) unless the snapshot says how long jobs really run or which notebooks are idle: then on the
+        likely one (``_guess``), where reserved jobs are planned too and start no later than reserved."""
+        guess = self._guess()
+        timeline = self.work.timeline if guess is None else guess.timeline
+        for job_id in self.processed:
+            waiting = self.waiting.get(job_id)
+            if waiting is None or (waiting.planned and not (guess is not None and waiting.reserved)):
+                continue
+            request = waiting.job.request
+            earliest = self._earliest(waiting, timeline, guess)
+            reclaim, best = earliest.reclaim, earliest.slot
+            reserved_at = waiting.estimate if waiting.reserved else None
+            if reclaim is not None and (best is None or reclaim.at <= best.start):
+                waiting.estimate, waiting.note = reclaim.at, reclaim.note
+            elif best is not None:
+                duration = request.time_limit_s if guess is None else expected_duration(request,
+                                                                                        self.work.snapshot.runtimes)
+                timeline.book(best, duration)
+                waiting.estimate = best.start
+                if guess is not None:
+                    waiting.note = self._guess_note(request, best.flavour)
+            if reserved_at is not None and (waiting.estimate is None or reserved_at <= waiting.estimate):
+                waiting.estimate, waiting.note = reserved_at, ""
+
+    def _earliest(self, waiting: Waiting, timeline: Timeline, guess: Guess | None) -> _Earliest:
+        """The earliest slot over the job's plan options, and the earliest reclaim of its lent-out nominal."""
+        request = waiting.job.request
+        best: Slot | None = None
+        reclaim: ReclaimEstimate | None = None
+        for option in waiting.plan_for:
+            flavour, quota_reason = option.flavour, option.quota_reason
+            if option.reclaim:
+                # Its nominal quota is lent out: it starts when borrowers may be preempted and have left.
+                after = self._reclaim_after(request, flavour, guess is not None)
+                if after is not None:
+                    if reclaim is None or after.at < reclaim.at:
+                        reclaim = after
+                    continue
+            not_before = self.now
+            if quota_reason is not None:
+                clock = self.work.quota_clock() if guess is None else guess.clock
+                quota_free = clock.free_at(request, flavour, quota_reason, option.nominal_only)
+                if quota_free is None:
+                    continue
+                not_before = max(not_before, quota_free)
+            slot = timeline.earliest(request, flavour, not_before=max(not_before, self.now),
+                                     widen_at=self.contexts.widen_at(waiting.job), best_fit=False,
+                                     block_cap=self.contexts.block_cap(waiting.job))
+            if slot is not None and (best is None or slot.start < best.start):
+                best = slot
+        return _Earliest(best, reclaim)
+
+    def _guess(self) -> Guess | None:
+        """The timeline and quota clock of what is likely (``estimates``): running jobs end when they are
+        likely to, what this cycle started and the jobs waiting for victims hold their units for as long as
+        they are likely to. ``None`` when that is the promise itself (no run-time history, no idle clocks)."""
+        work = self.work
+        runtimes = work.snapshot.runtimes
+        if not runtimes.known and not any(job.idle_since is not None for job in work.running):
+            return None
+        leaving, now = work.leaving, self.now
+
+        def end_of(job: RunningJob) -> float:
+            until = leaving.get(job.request.id)
+            return until if until is not None else expected_end(job, now, runtimes)
+
+        timeline = Timeline(work.cap, list(work.running) + work.admitted, now, end_of=end_of)
+        for request, slot in work.victim_slots:
+            timeline.book(slot, expected_duration(request, runtimes))
+        clock = work.likely_clock(end_of)
+        # What this cycle started holds quota for as long as it is likely to run. Reservations are left out:
+        # the promise timeline counts their quota as held from now (safe for backfill), which would tell every
+        # job of the cohort it waits hours for quota a reservation only takes later.
+        for job in work.admitted:
+            if job.admitted_as is not AdmittedAs.SCAVENGER:
+                clock.add(end_of(job), job.request.team, job.placement.flavour, job.request.units)
+        for request, slot in work.victim_slots:
+            clock.add(slot.start + expected_duration(request, runtimes), request.team, slot.flavour, request.units)
+        return Guess(timeline, clock)
+
+    def _guess_note(self, request: JobRequest, flavour: str) -> str:
+        """What an estimate on the likely timeline counts on, in words: idle notebooks the reaper will free,
+        and how long jobs have lately run against their limits."""
+        idle = sum(1 for job in self.work.running
+                   if job.placement.flavour == flavour and idle_release(job, self.now) is not None)
+        parts = [f"the idle reaper freeing {idle} idle notebook(s)"] if idle else []
+        if self.work.snapshot.runtimes.known:
+            parts.append("jobs ending as they have lately, not at their time limits")
+        return "a guess counting on " + " and ".join(parts) if parts else ""
+
+    def _reclaim_after(self, request: JobRequest, flavour: str, likely: bool) -> ReclaimEstimate | None:
+        """When enough borrowers of other teams in the job's cohort have left for it: each can be preempted
+        once its minimum run time is up (then its grace), or ends (a borrowed notebook is never preempted: it
+        gives its units back when it ends or the reaper finds it idle — ``likely``: by its idle clock and
+        usual length, see ``estimates``). With the words that say what the estimate counts on; ``None``: no
+        such borrower (the job's plan is its timeline's)."""
+        cohort = self.work.snapshot.teams[request.team].cohort
+        ready = self._reclaim_ready.get((cohort, flavour, likely))
+        if ready is None:
+            ready = self._borrowers(cohort, flavour, likely)
+            self._reclaim_ready[(cohort, flavour, likely)] = ready
+        got = count = 0
+        held: dict[str, int] = {}
+        last = self.now
+        for borrower in ready:
+            if borrower.team == request.team:
+                continue
+            got, count, last = got + borrower.units, count + 1, borrower.at
+            held[borrower.holder] = held.get(borrower.holder, 0) + 1
+            if got >= request.units:
+                break
+        if not count:
+            return None
+        if held.get("young"):
+            note = (f"after the {format_duration(self.config.min_run_time_s)} minimum run time of "
+                    f"{held['young']} borrowed job(s)")
+        elif held.get("idle"):
+            note = f"a guess counting on the idle reaper freeing {held['idle']} borrowed notebook(s)"
+        else:
+            note = f"when {count} borrowed job(s) can be reclaimed"
+        return ReclaimEstimate(max(last, self.now), note)
+
+    def _borrowers(self, cohort: str, flavour: str, likely: bool) -> list[_Borrower]:
+        """The cohort's borrowers on ``flavour`` not yet leaving, soonest reclaimable first."""
+        work, now = self.work, self.now
+        ready: list[_Borrower] = []
+        for job in work.running:
+            other = work.snapshot.teams.get(job.request.team)
+            if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
+                    or job.request.id in work.leaving or other is None or other.cohort != cohort):
+                continue
+            end = expected_end(job, now, work.snapshot.runtimes) if likely else job_end(job, now)
+            at = job.started_at + self.config.min_run_time_s + grace(job) if job.request.preemptible else end
+            # What holds it: its minimum run time, or (never preempted) the idle reaper's clock, or its end.
+            holder = ("young" if job.started_at + self.config.min_run_time_s > now and at < end else
+                      "idle" if not job.request.preemptible and likely and idle_release(job, now) is not None
+                      else "")
+            ready.append(_Borrower(min(at, end), job.request.team, job.request.units, holder))
+        ready.sort()
+        return ready
+
+    def carry_plan(self, plan: Plan) -> None:
+        """Estimated starts from the last plan (made on its own cadence), never earlier than now."""
+        for waiting in self.waiting.values():
+            job_id = waiting.job.request.id
+            estimate = plan.estimates.get(job_id)
+            note = plan.notes.get(job_id, "")
+            if waiting.reserved and note and estimate is not None and waiting.estimate is not None:
+                if estimate < waiting.estimate:                  # a guess sooner than the reservation: plan_waits
+                    waiting.estimate, waiting.note = max(estimate, self.now), note
+            if waiting.planned:
+                continue
+            waiting.estimate = None if estimate is None else max(estimate, self.now)
+            waiting.note = note
+
+    def estimates(self) -> dict[str, float | None]:
+        return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
+
+    # -- the result ------------------------------------------------------------------------------------------
+
+    def result(self, queues: Mapping[str, Sequence[PendingJob]]) -> CycleResult:
+        """The pass's decisions, with each waiting job's 1-based position among its team's waiting jobs."""
+        waiting = self.waiting
+        position: dict[str, int] = {}
+        for team in queues:
+            count = 0
+            for job in queues[team]:
+                job_id = job.request.id
+                if job_id in waiting:
+                    count += 1
+                    position[job_id] = count
+        waits = [Wait(job_id, w.reason, w.message, position[job_id], w.estimate, w.note)
+                 for job_id in self.processed if (w := waiting.get(job_id)) is not None]
+        work = self.work
+        return CycleResult(now=self.now, admits=work.admits, preempts=work.preempts,
+                           reservations=work.reservations, waits=waits, relabels=work.relabels)

@@ -1,0 +1,329 @@
+"""Nominate: what quota and placement say about one job this pass (Kueue's flavour assigner).
+
+:meth:`Nominator.quota` asks the quota ledger about each of the job's flavours in its order of preference and
+returns a :class:`QuotaNomination`; :meth:`Nominator.placement` tries to place the job on the flavours quota
+allows and returns a :class:`PlacementNomination`: where it starts now, or a :class:`FlavourMiss` per flavour
+saying why not (misses of identical shapes are shared for the rest of the pass: free units only shrink and
+reservations only grow within one). Nothing here changes the working copy; the cycle applies what it chooses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..model.durations import format_duration
+from ..model.job import PriorityClass
+from .capacity import Pool
+from .contexts import JobContexts
+from .decisions import Reason
+from .ordering import band_hint
+from .placement import Fit, Miss, PlaceContext, explain, place
+from .quota import Verdict
+from .reservation import job_end
+from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, RunningJob
+from .stage_explain import PlanOption
+from .working_copy import WorkingCopy
+
+#: How close to running each reason is: the job's reason is that of its most promising flavour.
+REASON_RANK = {
+    Reason.INVALID_FLAVOUR: 0, Reason.QUOTA_FULL: 1, Reason.COHORT_FULL: 2, Reason.NODE_UNHEALTHY: 3,
+    Reason.WAITING_FOR_CAPACITY: 4, Reason.WAITING_FOR_TOPOLOGY: 5, Reason.BEHIND_RESERVATION: 6,
+    Reason.PREEMPTING_VICTIMS: 7,
+}
+
+#: Reasons that capacity coming back resolves: a reservation can wait them out.
+CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
+                              Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
+
+
+@dataclass(frozen=True, slots=True)
+class ShapedPools:
+    """The pools a job's pods fit on, or why there are none (``problem``: the message of ``InvalidFlavour``)."""
+
+    pools: list[Pool]
+    problem: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaOption:
+    """A flavour quota lets the job use; ``relabel``: only once these jobs of its team count as borrowed."""
+
+    flavour: str
+    pool: Pool
+    verdict: Verdict
+    relabel: list[RunningJob] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalReason:
+    """The most promising quota refusal so far (ties: the flavour listed first)."""
+
+    rank: int
+    index: int
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaNomination:
+    """The quota stage's outcome: usable flavours, refused ones the plan may use later, the best refusal."""
+
+    options: list[QuotaOption]
+    refused: list[PlanOption]
+    best: RefusalReason | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavourMiss:
+    """Why a job that passed quota on ``flavour`` (``index`` in its order of preference) does not start there."""
+
+    index: int
+    flavour: str
+    pool: Pool
+    verdict: Verdict
+    miss: Miss
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedFit:
+    """Where the job starts now, and as what."""
+
+    option: QuotaOption
+    placement: Placement
+    admitted_as: AdmittedAs
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementNomination:
+    """The placement stage's outcome: a fit now, or why each flavour missed."""
+
+    fit: PlacedFit | None
+    misses: list[FlavourMiss]
+
+
+@dataclass(frozen=True, slots=True)
+class _NominalRoom:
+    """A non-preemptible job's way in as nominal: the team's own preemptible ``jobs`` relabelled borrowed."""
+
+    verdict: Verdict
+    jobs: list[RunningJob]
+
+
+@dataclass(frozen=True, slots=True)
+class _NominalFit:
+    version: int
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _CachedMiss:
+    """A shape's miss, valid for jobs ending no sooner than ``end`` (or always when it is ``NO_FIT``)."""
+
+    miss: Miss
+    end: float
+
+    def holds_for(self, end: float) -> bool:
+        return self.miss.fit is Fit.NO_FIT or end >= self.end
+
+
+class Nominator:
+    """Quota and placement options for each job, on the pass's working copy."""
+
+    def __init__(self, work: WorkingCopy, contexts: JobContexts) -> None:
+        self.work = work
+        self.contexts = contexts
+        self.now = work.now
+        self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], _NominalFit] = {}
+        self._miss_cache: dict[tuple[object, ...], _CachedMiss] = {}
+        self._by_team: dict[tuple[str, str], list[RunningJob]] | None = None
+
+    # -- order -----------------------------------------------------------------------------------------------
+
+    def band_hint(self, job: PendingJob) -> Band:
+        return band_hint(job, self._fits_nominal)
+
+    def _fits_nominal(self, job: PendingJob) -> bool:
+        request = job.request
+        ledger = self.work.ledger
+        key = (request.team, request.units, request.flavours)
+        version = ledger.version.get(request.team, 0)
+        hit = self._nominal_fit.get(key)
+        if hit is not None and hit.version == version:
+            return hit.fits
+        state = self.work.snapshot.teams.get(request.team)
+        fits = False
+        if state is not None:
+            usage = ledger.nominal_usage
+            for f in request.flavours:
+                quota = state.quotas.get(f)
+                if quota is not None and usage.get((request.team, f), 0) + request.units <= quota.nominal:
+                    fits = True
+                    break
+        self._nominal_fit[key] = _NominalFit(version, fits)
+        return fits
+
+    # -- quota -----------------------------------------------------------------------------------------------
+
+    def shaped_pools(self, request: JobRequest) -> ShapedPools:
+        """The pools of the job's flavours that exist here and have nodes large enough for one of its pods."""
+        all_pools = self.work.cap.pools
+        pools = [(f, all_pools[f]) for f in request.flavours if f in all_pools]
+        if not pools:
+            return ShapedPools([], f"none of {', '.join(request.flavours)} exists in this cluster")
+        shaped = [pool for _, pool in pools if 0 < request.units_per_pod <= pool.max_cap]
+        if not shaped:
+            return ShapedPools([], f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
+        return ShapedPools(shaped, None)
+
+    def quota(self, request: JobRequest, pools: list[Pool]) -> QuotaNomination:
+        """What quota says on each flavour, in the job's order of preference: the flavours it may use (some only
+        once its team's own preemptible jobs give it their nominal quota), those refused that the plan may
+        start it on later, and the most promising refusal. Counts the reservations' quota the job overlaps
+        (``WorkingCopy.held``)."""
+        held = self.work.held
+        options: list[QuotaOption] = []
+        refused: list[PlanOption] = []
+        best: RefusalReason | None = None
+        for index, pool in enumerate(pools):
+            f = pool.flavour
+            verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra)
+            if verdict.admitted_as is not None:
+                options.append(QuotaOption(f, pool, verdict))
+                continue
+            assert verdict.reason is not None
+            best = _better(best, index, verdict.reason, verdict.message)
+            if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                refused.append(PlanOption(f, verdict.reason, False, (request.team, f) in held.nominal_only_keys))
+            room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
+            if room is not None:
+                options.append(QuotaOption(f, pool, room.verdict, relabel=room.jobs))
+        return QuotaNomination(options, refused, best)
+
+    def _nominal_room(self, request: JobRequest, flavour: str) -> _NominalRoom | None:
+        """For a non-preemptible job refused because its team's nominal quota is held by the team's own
+        preemptible work: the fewest of those jobs (the newest first) that, relabelled borrowed, let it in as
+        nominal now without reclaim — that is, when the cohort can lend for them. The team's guarantee goes to
+        the work that cannot checkpoint; the relabelled jobs keep running, now reclaimable."""
+        work, held = self.work, self.work.held
+        state = work.snapshot.teams.get(request.team)
+        quota = state.quotas.get(flavour) if state else None
+        if request.preemptible or quota is None or request.priority_class is PriorityClass.SCAVENGER:
+            return None
+        key = (request.team, flavour)
+        if key in held.nominal_only_keys:
+            return None                      # a reserved non-preemptible job of the team claims that nominal
+        need = (work.ledger.nominal_usage.get(key, 0) + max(0, held.nominal_extra.get(key, 0))
+                + request.units - quota.nominal)
+        if need <= 0:
+            return None                      # refused for something else (the borrowing limit)
+        chosen = self._newest_to_relabel(key, need)
+        if chosen is None:
+            return None
+        for job in chosen:
+            work.ledger.relabel(job.request, flavour, AdmittedAs.NOMINAL, AdmittedAs.BORROWED, bump=False)
+        try:
+            verdict = work.ledger.verdict(request, flavour, held.extra, held.nominal_only_keys, held.nominal_extra)
+        finally:
+            for job in chosen:
+                work.ledger.relabel(job.request, flavour, AdmittedAs.BORROWED, AdmittedAs.NOMINAL, bump=False)
+        if verdict.admitted_as is not AdmittedAs.NOMINAL or verdict.reclaim:
+            return None
+        return _NominalRoom(verdict, chosen)
+
+    def _newest_to_relabel(self, key: tuple[str, str], need: int) -> list[RunningJob] | None:
+        """The team's newest nominal preemptible jobs on the flavour that free ``need`` units, or None."""
+        work = self.work
+        if self._by_team is None:            # running jobs per (team, flavour), the newest first
+            self._by_team = {}
+            for job in sorted(work.running, key=lambda job: (-job.started_at, job.request.id)):
+                self._by_team.setdefault((job.request.team, job.placement.flavour), []).append(job)
+        # A job that ends before the first reservation this one would outlive has already given that
+        # reservation its nominal quota (``WorkingCopy.overlap``): relabelling it frees nothing this job may keep.
+        first_hold = work.held.first_start
+        mine = [job for job in self._by_team.get(key, ())
+                if job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible and not job.terminating
+                and job.request.id not in work.leaving and job.request.id not in work.relabelled
+                and (first_hold is None or job_end(job, self.now) > first_hold)]
+        chosen: list[RunningJob] = []
+        for job in mine:
+            if need <= 0:
+                break
+            chosen.append(job)
+            need -= job.request.units
+        return None if need > 0 else chosen
+
+    # -- placement -------------------------------------------------------------------------------------------
+
+    def placement(self, pending: PendingJob, options: list[QuotaOption], ctx: PlaceContext, small: bool,
+                  inflight: bool) -> PlacementNomination:
+        """The first flavour the job fits now without preemption, else why it fits none (misses cached per
+        shape). A flavour it may use only by relabelling is only worth it if the job starts now."""
+        request = pending.request
+        cap = self.work.cap
+        misses: list[FlavourMiss] = []
+        for index, option in enumerate(options):
+            pool, verdict = option.pool, option.verdict
+            if option.relabel is not None:
+                placement = place(cap, pool, request, ctx, small)
+                if placement is not None:
+                    return PlacementNomination(PlacedFit(option, placement, AdmittedAs.NOMINAL), [])
+                continue
+            if verdict.reclaim and not inflight:
+                misses.append(FlavourMiss(index, option.flavour, pool, verdict, _lent_out(option.flavour)))
+                continue
+            known_miss = self._known_miss(pending, pool, ctx)
+            if known_miss is not None:
+                misses.append(FlavourMiss(index, option.flavour, pool, verdict, known_miss))
+                continue
+            placement = place(cap, pool, request, ctx, small)
+            if placement is not None:
+                assert verdict.admitted_as is not None
+                return PlacementNomination(PlacedFit(option, placement, verdict.admitted_as), [])
+            misses.append(FlavourMiss(index, option.flavour, pool, verdict, self._miss(pending, pool, ctx, small)))
+        return PlacementNomination(None, misses)
+
+    def _known_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext) -> Miss | None:
+        """The cached miss of an identical shape, when it still holds (see :meth:`_miss`)."""
+        if ctx.avoid or ctx.restart_block is not None:
+            return None
+        hit = self._miss_cache.get((pool.flavour, pending.request.shape, ctx.widened, ctx.block_cap))
+        if hit is not None and hit.holds_for(ctx.end):
+            return hit.miss
+        return None
+
+    def _miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
+        """Why the job does not fit ``pool``; identical shapes share the answer for the rest of the cycle
+        (free units only shrink and reservations only grow within a cycle, so a miss stays a miss)."""
+        request = pending.request
+        cap = self.work.cap
+        cacheable = not ctx.avoid and ctx.restart_block is None
+        key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap)
+        if cacheable:
+            hit = self._miss_cache.get(key)
+            if hit is not None and hit.holds_for(ctx.end):
+                return hit.miss
+        miss = explain(cap, pool, request, ctx, small, self.now, self.contexts.widen_at(pending))
+        if ctx.avoid and miss.fit is Fit.NO_FIT and place(cap, pool, request, replace(ctx, avoid=frozenset()),
+                                                          small) is not None:
+            left = ", ".join(sorted(pending.avoid_nodes))
+            until = self.contexts.avoid_until(pending)
+            miss = replace(miss, message=f"fits only on nodes it left after a failure or a move ({left}); may use "
+                                         f"them in {format_duration(until - self.now)}")
+        if cacheable:
+            self._miss_cache[key] = _CachedMiss(miss, ctx.end)
+        return miss
+
+
+def _lent_out(flavour: str) -> Miss:
+    """The miss of a job that fits its team's nominal quota only once borrowers it cannot stop yet give it back."""
+    return Miss(Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
+                f"fits the team's nominal {flavour} quota, which is lent out; no borrower can be stopped for it "
+                f"yet (all inside their minimum run time, far larger than this job, or notebooks, which "
+                f"give their slices back when they end or go idle)")
+
+
+def _better(best: RefusalReason | None, index: int, reason: Reason, message: str) -> RefusalReason:
+    """Keep the most promising reason (ties: the flavour listed first)."""
+    rank = REASON_RANK[reason]
+    if best is None or (rank, -index) > (best.rank, -best.index):
+        return RefusalReason(rank, index, reason, message)
+    return best
