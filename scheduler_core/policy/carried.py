@@ -48,8 +48,8 @@ class Working:
 class CarriedIndex:
     """Free units, unit end times and quota usage of the running jobs of the last snapshot seen."""
 
-    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_low", "_high", "_view", "_open",
-                 "_busy_until", "_floating", "_totals", "rebuilds", "updates")
+    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_low", "_high", "_view", "_ordered",
+                 "_open", "_busy_until", "_floating", "_totals", "rebuilds", "updates")
 
     def __init__(self) -> None:
         self._nodes: Sequence[NodeState] | None = None
@@ -68,6 +68,8 @@ class CarriedIndex:
         #: are clamped to each pass's ``now``. ``_busy_until``: (earliest end, node) of the shared rows, a heap,
         #: so a pass finds those whose first unit has come back without looking at the rest.
         self._view: dict[str, list[list[float]]] = {}
+        #: The shared rows of ``_view`` sorted (what ``Timeline.sorted_times`` would sort again every pass).
+        self._ordered: dict[str, list[list[float] | None]] = {}
         self._open: dict[str, set[int]] = {}
         self._busy_until: dict[str, list[tuple[float, int]]] = {}
         #: Signalled jobs without a termination deadline: their end moves with ``now`` (``job_end``).
@@ -123,6 +125,7 @@ class CarriedIndex:
         self._low = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
         self._high = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
         self._view = {flavour: list(rows) for flavour, rows in self._ends.items()}
+        self._ordered = {flavour: [None] * len(rows) for flavour, rows in self._ends.items()}
         self._open = {flavour: set(range(len(rows))) for flavour, rows in self._ends.items()}
         self._busy_until = {flavour: [] for flavour in self._ends}
         self._jobs = {}
@@ -199,8 +202,9 @@ class CarriedIndex:
     def _timeline(self, cap: Capacity, now: float) -> Timeline:
         """What ``Timeline(cap, running, now)`` builds: each unit back at ``max(its job's end, now)``."""
         times: dict[str, list[list[float]]] = {}
+        ordered: dict[str, list[list[float] | None]] = {}
         for flavour, rows in self._ends.items():
-            times[flavour] = self._rows(flavour, rows, now)
+            times[flavour], ordered[flavour] = self._rows(flavour, rows, now)
         for job in self._floating.values():
             laid = times.get(job.placement.flavour)
             if laid is None:
@@ -208,29 +212,35 @@ class CarriedIndex:
             until = max(now + job.request.grace_s, now)
             for _, j, _, units in cap.pod_bits(job.placement):
                 row = laid[j] = laid[j][:]
+                ordered[job.placement.flavour][j] = None
                 for unit in units:
                     if unit < len(row):
                         row[unit] = until
-        return Timeline.from_times(cap, times, now)
+        return Timeline.from_times(cap, times, now, ordered)
 
-    def _rows(self, flavour: str, rows: list[list[float]], now: float) -> list[list[float]]:
-        """One flavour's rows clamped to ``now``: a row all back after now is shared as it is, one all back by
-        now is all now (one row object for every such node of a size), and only the rest are clamped unit by
-        unit. Only the rows not shared at the last pass, or whose first unit has come back since, are looked
-        at (``_view``)."""
+    def _rows(self, flavour: str, rows: list[list[float]],
+              now: float) -> tuple[list[list[float]], list[list[float] | None]]:
+        """One flavour's rows clamped to ``now``, and those of them known sorted: a row all back after now is
+        shared as it is (sorted once, when it became shared), one all back by now is all now (one row object
+        for every such node of a size, its own sorted form), and only the rest are clamped unit by unit. Only
+        the rows not shared at the last pass, or whose first unit has come back since, are looked at
+        (``_view``)."""
         low, high, view, open_ = self._low[flavour], self._high[flavour], self._view[flavour], self._open[flavour]
+        ordered = self._ordered[flavour]
         heap = self._busy_until[flavour]
         while heap and heap[0][0] < now:
             _, j = heapq.heappop(heap)
             if low[j] < now:                     # else an entry left from before the row changed
                 open_.add(j)
         out = view[:]
+        out_ordered = ordered[:]
         idle: dict[int, list[float]] = {}
         shared: list[int] = []
         for j in open_:
             row, first = rows[j], low[j]
             if first >= now:
                 out[j] = view[j] = row
+                out_ordered[j] = ordered[j] = sorted(row)
                 shared.append(j)
                 heapq.heappush(heap, (first, j))
             elif high[j] <= now:
@@ -238,8 +248,9 @@ class CarriedIndex:
                 same = idle.get(size)
                 if same is None:
                     same = idle[size] = [now] * size
-                out[j] = same
+                out[j] = out_ordered[j] = same
             else:
                 out[j] = [t if t > now else now for t in row]
+                out_ordered[j] = None
         open_.difference_update(shared)
-        return out
+        return out, out_ordered

@@ -90,19 +90,20 @@ class Timeline:
 
     def __init__(self, cap: Capacity, running: Iterable[RunningJob], now: float,
                  end_of: Callable[[RunningJob], float] | None = None,
-                 laid: dict[str, list[list[float]]] | None = None, shared: bool = False) -> None:
+                 laid: dict[str, list[list[float]]] | None = None, shared: bool = False,
+                 ordered: dict[str, list[list[float] | None]] | None = None) -> None:
         """``end_of``: when each running job's units come back (default ``job_end``: by its time limit, a
         promise; estimated starts pass what is likely instead, see ``estimates``).
         ``laid``: the running jobs' units already laid down (``from_times``, which passes no ``running``);
         ``shared``: its rows belong to someone else too, so each is copied before this timeline first changes
-        it."""
+        it. ``ordered``: rows of ``laid`` already sorted (``None`` where not known), read only."""
         self.cap = cap
         self.now = now
         self.times: dict[str, list[list[float]]] = laid if laid is not None else {
             flavour: [[now] * c for c in pool.cap] for flavour, pool in cap.pools.items()}
         #: Per flavour, the rows this timeline has made its own; ``None``: all are.
         self._own: dict[str, set[int]] | None = {flavour: set() for flavour in self.times} if shared else None
-        self._sorted: dict[str, list[list[float] | None]] = {
+        self._sorted: dict[str, list[list[float] | None]] = ordered if ordered is not None else {
             flavour: [None] * len(pool.cap) for flavour, pool in cap.pools.items()}
         self._kth_cache: dict[tuple[str, int], tuple[list[float], list[tuple[float, int]]]] = {}
         self._whole: dict[str, _WholeNodes] = {}
@@ -120,11 +121,13 @@ class Timeline:
                         row[unit] = until
 
     @classmethod
-    def from_times(cls, cap: Capacity, times: dict[str, list[list[float]]], now: float) -> Timeline:
+    def from_times(cls, cap: Capacity, times: dict[str, list[list[float]]], now: float,
+                   ordered: dict[str, list[list[float] | None]] | None = None) -> Timeline:
         """A timeline whose running jobs are already laid down in ``times`` (flavour → pool node → unit →
         when it is back, never before ``now``): what a carried index hands a pass. The rows may be shared
-        (with the index, or one row object for many nodes): the timeline copies a row before changing it."""
-        return cls(cap, (), now, laid=times, shared=True)
+        (with the index, or one row object for many nodes): the timeline copies a row before changing it.
+        ``ordered``: the same rows sorted where the index knows them (``None`` elsewhere), never changed."""
+        return cls(cap, (), now, laid=times, shared=True, ordered=ordered)
 
     def _row(self, flavour: str, j: int) -> list[float]:
         """Node ``j``'s row, to change: copied first if it is not yet this timeline's own."""
