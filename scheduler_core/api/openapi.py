@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from .. import __version__
+from ..cli.hub import SERVICE_PREFIX
 from ..model.job import JobSpec
 from ..model.sweep import SweepSpec
 from ..schemas import (AddTrialRequest, CancelRequest, ErrorResponse, EventList, FinishSweepRequest,
@@ -193,6 +194,10 @@ def document() -> dict[str, Any]:
                  "description": "Submit and follow gang jobs on a shared GPU cluster. Authenticate with "
                                 "'Authorization: Bearer <token>'. Errors are {\"error\": {\"code\", \"message\", "
                                 "\"fields\"}}. Times are ISO-8601 UTC."},
+        # The same API answers at its own root and, run as JupyterHub's service, under the hub's proxy.
+        "servers": [{"url": "/", "description": "shoal up on its own host and port"},
+                    {"url": SERVICE_PREFIX.rstrip("/"),
+                     "description": "through JupyterHub's proxy, as the hub's service (shoal up starts the hub unless --no-hub)"}],
         "components": {
             "schemas": schema.get("$defs", {}),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
