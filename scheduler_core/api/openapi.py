@@ -197,7 +197,8 @@ def document() -> dict[str, Any]:
         # The same API answers at its own root and, run as JupyterHub's service, under the hub's proxy.
         "servers": [{"url": "/", "description": "shoal up on its own host and port"},
                     {"url": SERVICE_PREFIX.rstrip("/"),
-                     "description": "through JupyterHub's proxy, as the hub's service (shoal up starts the hub unless --no-hub)"}],
+                     "description": "through JupyterHub's proxy, as the hub's service (shoal up starts the hub "
+                                    "unless --no-hub)"}],
         "components": {
             "schemas": schema.get("$defs", {}),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
