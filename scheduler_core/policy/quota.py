@@ -330,8 +330,12 @@ class QuotaClock:
         self.ledger = ledger
         self.base_usage = dict(base_usage)
         self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
+        lists: dict[tuple[str, str], list[tuple[float, str, int]]] = {}     # (team, flavour) → its cohort's list
         for end, team, flavour, units in holdings:
-            self.ends.setdefault(self._key(team, flavour), []).append((end, team, units))
+            rows = lists.get((team, flavour))
+            if rows is None:
+                rows = lists[(team, flavour)] = self.ends.setdefault(self._key(team, flavour), [])
+            rows.append((end, team, units))
         for rows in self.ends.values():
             rows.sort()
         self._replays: dict[tuple[str, str], _Replay] = {}

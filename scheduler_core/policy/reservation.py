@@ -58,9 +58,18 @@ class _WholeNodes:
         self.leaf: dict[int, list[tuple[float, int]]] = {k: [] for k in pool.leaves}
         self.all: list[tuple[float, int]] = []
         self.all_spare: list[tuple[float, int]] = []
-        for j, t in enumerate(times):
-            for lst in self._lists(j):
-                lst.append((t, j))
+        usable, spare, block, leaf = pool.usable, pool.spare, pool.block, pool.leaf
+        for j, t in enumerate(times):            # what ``_lists(j)`` names, spelt out: this runs every pass
+            if not usable[j]:
+                continue
+            entry = (t, j)
+            if spare[j]:
+                self.spare[block[j]].append(entry)
+                self.all_spare.append(entry)
+            else:
+                self.block[block[j]].append(entry)
+                self.leaf[leaf[j]].append(entry)
+                self.all.append(entry)
         for group in (self.block, self.spare, self.leaf):
             for lst in group.values():
                 lst.sort()
@@ -109,15 +118,18 @@ class Timeline:
         self._whole: dict[str, _WholeNodes] = {}
         #: (flavour, node) → unit → when the earliest booking on that unit starts.
         self.booked: dict[tuple[str, int], dict[int, float]] = {}
+        laid_out = self.times
         for job in running:
-            times = self.times.get(job.placement.flavour)
+            placement = job.placement
+            times = laid_out.get(placement.flavour)
             if times is None:
                 continue
             until = job_end(job, now) if end_of is None else end_of(job)
-            for _, j, _, units in cap.pod_bits(job.placement):
+            for _, j, _, units in cap.pod_bits(placement):
                 row = times[j]
+                size = len(row)
                 for unit in units:
-                    if unit < len(row):
+                    if unit < size:
                         row[unit] = until
 
     @classmethod
@@ -219,7 +231,10 @@ class Timeline:
         entry = self._kth_cache.get((flavour, g))
         if entry is None:
             pool = self.cap.pools[flavour]
-            values = [self._kth_value(pool, j, g) for j in range(len(pool.cap))]
+            usable, spare, cap, ordered = pool.usable, pool.spare, pool.cap, self.sorted_times
+            # ``_kth_value`` of every node, spelt out.
+            values = [INF if not usable[j] or spare[j] or cap[j] < g else ordered(flavour, j)[g - 1]
+                      for j in range(len(cap))]
             heap = [(value, j) for j, value in enumerate(values) if value < INF]
             heapq.heapify(heap)
             entry = (values, heap)
