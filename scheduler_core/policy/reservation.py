@@ -75,6 +75,35 @@ class _WholeNodes:
                 lst.sort()
         self.all.sort()
         self.all_spare.sort()
+        #: Derived lists, until a node they cover changes: per block its nodes with its spares, and each
+        #: block's times alone (with spares or without, for ``_spread``); the cluster's with its spares.
+        self._merged: dict[int, list[tuple[float, int]]] = {}
+        self._times: dict[tuple[int, bool], list[float]] = {}
+        self._everything: list[tuple[float, int]] | None = None
+
+    def with_spares(self, b: int) -> list[tuple[float, int]]:
+        """Block ``b``'s nodes and its spares, sorted (read only)."""
+        spare = self.spare[b]
+        if not spare:
+            return self.block[b]
+        hit = self._merged.get(b)
+        if hit is None:
+            hit = self._merged[b] = sorted(self.block[b] + spare)
+        return hit
+
+    def block_times(self, b: int, spares: bool) -> list[float]:
+        """The times of ``with_spares(b)`` (``spares``) or of ``block[b]``, in order (read only)."""
+        key = (b, spares)
+        hit = self._times.get(key)
+        if hit is None:
+            hit = self._times[key] = [t for t, _ in (self.with_spares(b) if spares else self.block[b])]
+        return hit
+
+    def everything(self) -> list[tuple[float, int]]:
+        """Every node and spare of the cluster, sorted (read only)."""
+        if self._everything is None:
+            self._everything = sorted(self.all + self.all_spare)
+        return self._everything
 
     def _lists(self, j: int) -> list[list[tuple[float, int]]]:
         pool = self.pool
@@ -92,6 +121,11 @@ class _WholeNodes:
             del lst[bisect_left(lst, (old, j))]
             insort(lst, (t, j))
         self.cur[j] = t
+        b = self.pool.block[j]
+        self._merged.pop(b, None)
+        self._times.pop((b, False), None)
+        self._times.pop((b, True), None)
+        self._everything = None
 
 
 class Timeline:
@@ -301,7 +335,9 @@ class Timeline:
         whole = self._whole.get(pool.flavour)
         if whole is None:
             times = self.times[pool.flavour]
-            whole = _WholeNodes(pool, [max(row) if row else INF for row in times])
+            ordered = self._sorted[pool.flavour]      # a sorted row's last is its max
+            whole = _WholeNodes(pool, [known[-1] if known else max(row) if row else INF
+                                       for row, known in zip(times, ordered)])
             self._whole[pool.flavour] = whole
         return whole
 
@@ -321,7 +357,7 @@ class Timeline:
                 if spares and spare:
                     if len(lst) + len(spare) < pods:
                         continue
-                    lst = sorted(lst + spare)
+                    lst = whole.with_spares(key)
                 elif len(lst) < pods:
                     continue
                 start = max(lst[pods - 1][0], floor)
@@ -329,11 +365,12 @@ class Timeline:
                     best = (start, 0, key, lst)
             if spread_at is not None:
                 if limit is None:
-                    lst = sorted(whole.all + whole.all_spare) if spares else whole.all
+                    lst = whole.everything() if spares else whole.all
                     spread = (lst[pods - 1][0], lst) if len(lst) >= pods else None
                 else:
-                    spread = _spread([sorted(whole.block[k] + whole.spare[k]) if spares else whole.block[k]
-                                      for k in sorted(whole.block)], pods, limit)
+                    blocks = sorted(whole.block)
+                    spread = _spread([whole.with_spares(k) if spares else whole.block[k] for k in blocks], pods,
+                                     limit, [whole.block_times(k, spares) for k in blocks])
                 if spread is not None:
                     start = max(spread[0], floor, spread_at)
                     if best is None or (start, 1, 0) < best[:3]:
@@ -425,12 +462,12 @@ class Timeline:
             PodPlacement(node=self.cap.nodes[pool.members[j]].name, units=units) for j, units in slot.pods))
 
 
-def _spread(per_block: list[list[tuple[float, int]]], pods: int,
-            limit: int) -> tuple[float, list[tuple[float, int]]] | None:
+def _spread(per_block: list[list[tuple[float, int]]], pods: int, limit: int,
+            block_times: list[list[float]] | None = None) -> tuple[float, list[tuple[float, int]]] | None:
     """The earliest instant some ``limit`` blocks together have ``pods`` slots free, from each block's sorted
     (time, node) events, and those blocks' events; ``None``: never. Counts only grow with time, so the first
-    such instant is found by bisection over the event times."""
-    times = [[t for t, _ in events] for events in per_block]
+    such instant is found by bisection over the event times. ``block_times``: the events' times, if known."""
+    times = block_times if block_times is not None else [[t for t, _ in events] for events in per_block]
     candidates = sorted({t for row in times for t in row})
 
     first = [bisect_right(row, candidates[0]) for row in times] if candidates else []
