@@ -177,8 +177,8 @@ class Explainer:
             return until if until is not None else expected_end(job, now, runtimes)
 
         timeline = Timeline(work.cap, list(work.running) + work.admitted, now, end_of=end_of)
-        for request, slot in work.victim_slots:
-            timeline.book(slot, expected_duration(request, runtimes))
+        for held in work.victim_slots:
+            timeline.book(held.slot, expected_duration(held.request, runtimes))
         clock = work.likely_clock(end_of)
         # What this cycle started holds quota for as long as it is likely to run. Reservations are left out:
         # the promise timeline counts their quota as held from now (safe for backfill), which would tell every
@@ -186,7 +186,8 @@ class Explainer:
         for job in work.admitted:
             if job.admitted_as is not AdmittedAs.SCAVENGER:
                 clock.add(end_of(job), job.request.team, job.placement.flavour, job.request.units)
-        for request, slot in work.victim_slots:
+        for held in work.victim_slots:
+            request, slot = held.request, held.slot
             clock.add(slot.start + expected_duration(request, runtimes), request.team, slot.flavour, request.units)
         return Guess(timeline, clock)
 

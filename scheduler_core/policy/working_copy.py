@@ -56,6 +56,24 @@ class HeldQuota:
 _NO_HOLDS = HeldQuota([], {}, {}, frozenset(), None)
 
 
+@dataclass(frozen=True, slots=True)
+class VictimSlot:
+    """A job that starts once its victims exit, on ``slot`` (held for it; the estimates' timeline books it)."""
+
+    request: JobRequest
+    slot: Slot
+
+
+@dataclass(frozen=True, slots=True)
+class _Holding:
+    """Quota this pass took (an admission, a job waiting for victims, a reservation) until ``end``."""
+
+    end: float
+    team: str
+    flavour: str
+    units: int
+
+
 @dataclass(slots=True)
 class _Alloc:
     """A team's current allocation: GPU-equivalents (speed-weighted), CPUs and memory (DRF)."""
@@ -108,9 +126,9 @@ class WorkingCopy:
         self.relabelled: set[str] = set()
         #: What this pass started and the slots of jobs waiting for victims, for the estimates' timeline.
         self.admitted: list[RunningJob] = []
-        self.victim_slots: list[tuple[JobRequest, Slot]] = []
-        #: (end, team, flavour, units) of what this pass admitted or committed, for the quota clock.
-        self._holdings: list[tuple[float, str, str, int]] = []
+        self.victim_slots: list[VictimSlot] = []
+        #: What this pass admitted, committed or reserved, for the quota clock.
+        self._holdings: list[_Holding] = []
         self._clock: QuotaClock | None = None
         #: Each reservation's quota, sorted by start, and what the job being processed overlaps of it.
         self.quota_holds: list[QuotaHold] = []
@@ -169,7 +187,7 @@ class WorkingCopy:
     def hold_for_victims(self, request: JobRequest, slot: Slot) -> None:
         """:meth:`hold` for a job that starts when its victims exit, noted for the estimates' timeline."""
         self.hold(request, slot)
-        self.victim_slots.append((request, slot))
+        self.victim_slots.append(VictimSlot(request, slot))
 
     def hold_quota(self, request: JobRequest, slot: Slot, nominal_only: bool) -> None:
         """The quota side of a reservation: backfill may not take what the reserved job needs from its start."""
@@ -277,7 +295,7 @@ class WorkingCopy:
         return hit
 
     def _holding(self, end: float, team: str, flavour: str, units: int) -> None:
-        self._holdings.append((end, team, flavour, units))
+        self._holdings.append(_Holding(end, team, flavour, units))
         if self._clock is not None:
             self._clock.add(end, team, flavour, units)
 
@@ -288,8 +306,8 @@ class WorkingCopy:
                          job.placement.flavour, job.request.units)
                         for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
             self._clock = QuotaClock(self.ledger, self._base_usage, holdings)
-            for row in self._holdings:
-                self._clock.add(*row)
+            for h in self._holdings:
+                self._clock.add(h.end, h.team, h.flavour, h.units)
         return self._clock
 
     def likely_clock(self, end_of: Callable[[RunningJob], float]) -> QuotaClock:
