@@ -24,6 +24,7 @@ Rules (DESIGN §3.2, step 3):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
@@ -105,31 +106,34 @@ def place(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, sma
           counts: Counts | None = None) -> Placement | None:
     """Exact units for every pod of ``request`` on ``pool``'s nodes, or ``None``. Changes nothing.
     ``counts``: a victim search's cache of per-block counts for this job and context (see ``Counts``)."""
-    g = request.units_per_pod
-    if g <= 0 or g > pool.max_cap:
-        return None
-    if counts is None:
-        counts = Counts()
-    if ctx.restart_block is not None and ctx.within_block is None and ctx.restart_block in pool.blocks:
-        found = _place(cap, pool, request, replace(ctx, within_block=ctx.restart_block), small, True, counts)
-        if found is not None:
-            return found
-    return _place(cap, pool, request, ctx, small, False, counts)
+    found = _search(_place, cap, pool, request, ctx, small, counts)
+    return found if isinstance(found, Placement) else None
 
 
 def fits(cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
          counts: Counts | None = None) -> bool:
     """``place(...) is not None``, without choosing the nodes and units: what a victim search asks for every
     candidate set."""
+    return bool(_search(_fits, cap, pool, request, ctx, small, counts))
+
+
+_Attempt = Callable[[Capacity, Pool, JobRequest, PlaceContext, bool, bool, Counts], Placement | bool | None]
+
+
+def _search(attempt: _Attempt, cap: Capacity, pool: Pool, request: JobRequest, ctx: PlaceContext, small: bool,
+            counts: Counts | None) -> Placement | bool | None:
+    """What ``place`` and ``fits`` share: a pod larger than any node never fits; a gang restarted after a failure
+    tries its old block first, spares first, then anywhere."""
     g = request.units_per_pod
     if g <= 0 or g > pool.max_cap:
-        return False
+        return None
     if counts is None:
         counts = Counts()
     if ctx.restart_block is not None and ctx.within_block is None and ctx.restart_block in pool.blocks:
-        if _fits(cap, pool, request, replace(ctx, within_block=ctx.restart_block), small, True, counts):
-            return True
-    return _fits(cap, pool, request, ctx, small, False, counts)
+        found = attempt(cap, pool, request, replace(ctx, within_block=ctx.restart_block), small, True, counts)
+        if found:
+            return found
+    return attempt(cap, pool, request, ctx, small, False, counts)
 
 
 def occupy(cap: Capacity, pool: Pool, request: JobRequest, placement: Placement, end: float) -> None:
