@@ -18,7 +18,7 @@ from .estimates import expected_duration, expected_end, idle_release
 from .quota import QuotaClock
 from .reservation import Slot, Timeline, job_end
 from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
-from .stage_preempt import grace
+from .stage_preempt import grace, proportionate_units
 from .working_copy import WorkingCopy
 
 
@@ -84,6 +84,7 @@ class _Borrower:
     team: str
     units: int
     holder: str
+    grace: float
 
 
 class Explainer:
@@ -143,7 +144,7 @@ class Explainer:
             flavour, quota_reason = option.flavour, option.quota_reason
             if option.reclaim:
                 # Its nominal quota is lent out: it starts when borrowers may be preempted and have left.
-                after = self._reclaim_after(request, flavour, guess is not None)
+                after = self._reclaim_after(waiting.job, flavour, guess is not None)
                 if after is not None:
                     if reclaim is None or after.at < reclaim.at:
                         reclaim = after
@@ -201,12 +202,14 @@ class Explainer:
             parts.append("jobs ending as they have lately, not at their time limits")
         return "a guess counting on " + " and ".join(parts) if parts else ""
 
-    def _reclaim_after(self, request: JobRequest, flavour: str, likely: bool) -> ReclaimEstimate | None:
+    def _reclaim_after(self, pending: PendingJob, flavour: str, likely: bool) -> ReclaimEstimate | None:
         """When enough borrowers of other teams in the job's cohort have left for it: each can be preempted
         once its minimum run time is up (then its grace), or ends (a borrowed notebook is never preempted: it
         gives its units back when it ends or the reaper finds it idle — ``likely``: by its idle clock and
-        usual length, see ``estimates``). With the words that say what the estimate counts on; ``None``: no
-        such borrower (the job's plan is its timeline's)."""
+        usual length, see ``estimates``). Borrowers far larger than the job are stopped only once it has
+        waited ``reclaim_patience_s`` (``stage_preempt``), so not before then and their grace. With the words
+        that say what the estimate counts on; ``None``: no such borrower (the job's plan is its timeline's)."""
+        request = pending.request
         cohort = self.work.snapshot.teams[request.team].cohort
         ready = self._reclaim_ready.get((cohort, flavour, likely))
         if ready is None:
@@ -215,18 +218,28 @@ class Explainer:
         got = count = 0
         held: dict[str, int] = {}
         last = self.now
+        most_grace = 0.0
         for borrower in ready:
             if borrower.team == request.team:
                 continue
             got, count, last = got + borrower.units, count + 1, borrower.at
+            most_grace = max(most_grace, borrower.grace)
             held[borrower.holder] = held.get(borrower.holder, 0) + 1
             if got >= request.units:
                 break
         if not count:
             return None
+        if got > proportionate_units(request.units, 0):
+            patience = pending.queued_at + self.config.reclaim_patience_s + most_grace
+            if patience > last:
+                last = patience
+                held = {"patience": count}
         if held.get("young"):
             note = (f"after the {format_duration(self.config.min_run_time_s)} minimum run time of "
                     f"{held['young']} borrowed job(s)")
+        elif held.get("patience"):
+            note = (f"after it has waited {format_duration(self.config.reclaim_patience_s)} for borrowers near its "
+                    f"size: then {count} far larger borrowed job(s) are stopped for it")
         elif held.get("idle"):
             note = f"a guess counting on the idle reaper freeing {held['idle']} borrowed notebook(s)"
         else:
@@ -243,12 +256,14 @@ class Explainer:
                     or job.request.id in work.leaving or other is None or other.cohort != cohort):
                 continue
             end = expected_end(job, now, work.snapshot.runtimes) if likely else job_end(job, now)
-            at = job.started_at + self.config.min_run_time_s + grace(job) if job.request.preemptible else end
+            # A borrower past its minimum run time still needs its grace to leave once signalled.
+            at = (max(job.started_at + self.config.min_run_time_s, now) + grace(job) if job.request.preemptible
+                  else end)
             # What holds it: its minimum run time, or (never preempted) the idle reaper's clock, or its end.
             holder = ("young" if job.started_at + self.config.min_run_time_s > now and at < end else
                       "idle" if not job.request.preemptible and likely and idle_release(job, now) is not None
                       else "")
-            ready.append(_Borrower(min(at, end), job.request.team, job.request.units, holder))
+            ready.append(_Borrower(min(at, end), job.request.team, job.request.units, holder, grace(job)))
         ready.sort()
         return ready
 

@@ -503,8 +503,14 @@ def _reclaim_need(request: JobRequest, verdict: Verdict) -> int:
 
 
 def _proportionate_units(request: JobRequest, verdict: Verdict) -> int:
-    """The most a reclaim should stop: four times what it needs, or 64 units more."""
-    need = _reclaim_need(request, verdict)
+    """The most a reclaim should stop at once (:func:`proportionate_units` of what it needs)."""
+    return proportionate_units(request.units, verdict.deficit)
+
+
+def proportionate_units(units: int, deficit: int) -> int:
+    """The most a reclaim of ``units`` (or its cohort's ``deficit``, if larger) should stop before it has waited
+    ``reclaim_patience_s``: four times what it needs, or 64 units more."""
+    need = max(units, deficit)
     return max(4 * need, need + 64)
 
 

@@ -13,7 +13,7 @@ from scheduler_core.policy.cadence import PlanEvery
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.snapshot import RunTimes, Snapshot
 
-from .builders import MIN, H, make_cluster, make_job, make_snapshot
+from .builders import MIN, H, make_cluster, make_job, make_snapshot, nodes_of
 
 MIG = "h100-mig-1g"
 NOW = 10 * H
@@ -64,6 +64,14 @@ def borrowers_inside_min_run_time(count: int, started: float) -> Snapshot:
     return snap.build()
 
 
+def one_big_borrower() -> Snapshot:
+    """``fraud`` borrows all 80 GPUs of ``vision``'s nominal in one gang, past its minimum run time; ``vision``
+    asks for 1 GPU. The gang is far larger than the job: it is stopped only after ``reclaim_patience_s``."""
+    return (make_snapshot(make_cluster().block("b0", 10)).team("fraud", h100=(0, 80)).team("vision", h100=80)
+            .run(make_job("G").pods(10, 8).limit(8 * H), nodes_of("b0", 10), started=NOW - H, admitted="borrowed")
+            .pending(make_job("wait").team("vision").pods(1, 1).submitted(NOW - MIN)).build())
+
+
 @dataclass(frozen=True)
 class Case:
     snapshot: Callable[[], Snapshot]
@@ -100,6 +108,10 @@ CASES = {
     "borrowers inside their minimum run time": Case(
         lambda: borrowers_inside_min_run_time(3, NOW - 20 * MIN), NOW + 20 * MIN + 300.0,
         note="minimum run time of 3"),
+    # Far larger than the job: not before it has waited 5 min (reclaim_patience_s), then the gang's 300 s grace;
+    # never "now", then ten seconds later, then ten more.
+    "a borrower far larger than the job waits out the patience and its grace": Case(
+        one_big_borrower, NOW - MIN + 300.0 + 300.0, note="far larger"),
     "a borrower past its minimum run time is reclaimed at once": Case(
         lambda: borrowers_inside_min_run_time(1, NOW - H), None, reason="PreemptingVictims"),
 }

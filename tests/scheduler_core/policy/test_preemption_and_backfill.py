@@ -71,8 +71,9 @@ CASES = [
          a_big_and_a_small_borrower, 0.0,
          [("preempt", "S", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b2-n00", 300.0),
           ("wait", "a", "PreemptingVictims", 1, 300.0)]),
+    # Its estimate: once it has waited reclaim_patience_s (300 s) the gang is stopped, then has its 300 s grace.
     Case("a reclaim does not stop a gang far larger than it needs at once: it waits for smaller borrowers",
-         lambda: only_a_big_borrower(0.0), 0.0, [("wait", "a", "WaitingForCapacity", 1, 0.0)]),
+         lambda: only_a_big_borrower(0.0), 0.0, [("wait", "a", "WaitingForCapacity", 1, 600.0)]),
     Case("... and stops a young borrower near its size instead, if one has run 5 minutes",
          lambda: only_a_big_borrower(0.0, young_started=-400.0), 0.0,
          [("preempt", "y", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b2-n02", 300.0),
