@@ -18,7 +18,7 @@ from .estimates import expected_duration, expected_end, idle_release
 from .quota import QuotaClock
 from .reservation import Slot, Timeline, job_end
 from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
-from .stage_preempt import grace, proportionate_units
+from .stage_preempt import grace, patience_ends, proportionate_units
 from .working_copy import WorkingCopy
 
 
@@ -206,8 +206,9 @@ class Explainer:
         """When enough borrowers of other teams in the job's cohort have left for it: each can be preempted
         once its minimum run time is up (then its grace), or ends (a borrowed notebook is never preempted: it
         gives its units back when it ends or the reaper finds it idle — ``likely``: by its idle clock and
-        usual length, see ``estimates``). Borrowers far larger than the job are stopped only once it has
-        waited ``reclaim_patience_s`` (``stage_preempt``), so not before then and their grace. With the words
+        usual length, see ``estimates``). Borrowers out of proportion to the job's size are stopped only once
+        its patience ends (``stage_preempt.patience_ends``), so not before then and their grace (the cohort's
+        deficit, which may make them proportionate, is not known here: the estimate errs late). With the words
         that say what the estimate counts on; ``None``: no such borrower (the job's plan is its timeline's)."""
         request = pending.request
         cohort = self.work.snapshot.teams[request.team].cohort
@@ -229,17 +230,15 @@ class Explainer:
                 break
         if not count:
             return None
-        if got > proportionate_units(request.units, 0):
-            patience = pending.queued_at + self.config.reclaim_patience_s + most_grace
-            if patience > last:
-                last = patience
-                held = {"patience": count}
-        if held.get("young"):
-            note = (f"after the {format_duration(self.config.min_run_time_s)} minimum run time of "
-                    f"{held['young']} borrowed job(s)")
-        elif held.get("patience"):
+        patient = (patience_ends(pending, self.config) + most_grace if got > proportionate_units(request.units)
+                   else self.now)
+        if patient > last:
+            last = patient
             note = (f"after it has waited {format_duration(self.config.reclaim_patience_s)} for borrowers near its "
                     f"size: then {count} far larger borrowed job(s) are stopped for it")
+        elif held.get("young"):
+            note = (f"after the {format_duration(self.config.min_run_time_s)} minimum run time of "
+                    f"{held['young']} borrowed job(s)")
         elif held.get("idle"):
             note = f"a guess counting on the idle reaper freeing {held['idle']} borrowed notebook(s)"
         else:

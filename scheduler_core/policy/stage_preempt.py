@@ -200,7 +200,7 @@ class Preemptor:
         minimum run time guards against thrash; here it would make a 1-GPU reclaim stop a 1,024-GPU gang, whose
         GPUs then idle for hours because it cannot borrow them all back, while a young 8-GPU borrower loses
         minutes (it checkpoints on the way out)."""
-        oversize = _proportionate_units(pending.request, verdict)
+        oversize = proportionate_units(_reclaim_need(pending.request, verdict))
         teams, leaving = self.work.snapshot.teams, self.work.leaving
         out: list[Victim] = []
         for job in self.work.running:
@@ -310,8 +310,8 @@ class Preemptor:
         ``reclaim_patience_s``: a 1-GPU job does not stop a 1,024-GPU gang — whose GPUs would then idle, the
         gang unable to come back — while smaller borrowers will soon pass their minimum run time or end."""
         stopped = sum(v.job.request.units for v in found.victims if not v.scavenger)
-        return (stopped <= _proportionate_units(pending.request, verdict)
-                or self.now - pending.queued_at >= self.config.reclaim_patience_s)
+        return (stopped <= proportionate_units(_reclaim_need(pending.request, verdict))
+                or self.now >= patience_ends(pending, self.config))
 
     def _moves(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
                eligible: list[Victim], found: Found) -> Found | None:
@@ -502,16 +502,15 @@ def _reclaim_need(request: JobRequest, verdict: Verdict) -> int:
     return max(request.units, verdict.deficit)
 
 
-def _proportionate_units(request: JobRequest, verdict: Verdict) -> int:
-    """The most a reclaim should stop at once (:func:`proportionate_units` of what it needs)."""
-    return proportionate_units(request.units, verdict.deficit)
-
-
-def proportionate_units(units: int, deficit: int) -> int:
-    """The most a reclaim of ``units`` (or its cohort's ``deficit``, if larger) should stop before it has waited
-    ``reclaim_patience_s``: four times what it needs, or 64 units more."""
-    need = max(units, deficit)
+def proportionate_units(need: int) -> int:
+    """The most a reclaim that needs ``need`` units should stop before it has waited ``reclaim_patience_s``
+    (:func:`patience_ends`): four times what it needs, or 64 units more."""
     return max(4 * need, need + 64)
+
+
+def patience_ends(pending: PendingJob, config: PolicyConfig) -> float:
+    """When a reclaim may stop borrowers out of proportion to it (:meth:`Preemptor._proportionate`)."""
+    return pending.queued_at + config.reclaim_patience_s
 
 
 def _max_moves(request: JobRequest, config: PolicyConfig) -> int:
