@@ -46,7 +46,10 @@ def test_schemathesis_finds_no_server_error_and_no_nonconformance(api: Harness, 
         *_st(), "run", f"{api.url}/v1/openapi.json", "--url", api.url,
         "--header", f"Authorization: Bearer {api.users['alice']}",
         "--checks", "all", "--exclude-checks", CHECKS_EXCLUDED,
-        "--max-examples", str(EXAMPLES), "--seed", str(SEED), "--workers", "2",
+        # One worker: Hypothesis is not thread-safe where it describes a strategy's lambdas (it rebuilds each one in
+        # its module's globals, shared between threads), and two workers crashed the generator once in CI (a
+        # "Runtime Error" in the coverage phase, not an answer of the API). One thread also makes the seed reproduce.
+        "--max-examples", str(EXAMPLES), "--seed", str(SEED), "--workers", "1",
         # No "examples" phase: the document has few, and drawing them tripped a CPython 3.11 AST recursion bug
         # inside Hypothesis (a SystemError in the generator, not an answer of the API).
         "--phases", "coverage,fuzzing", "--max-response-time", "60", "--request-timeout", "30", "--no-shrink",
