@@ -161,3 +161,18 @@ def test_the_note_and_estimate_survive_a_carried_plan() -> None:
     later = next(w for w in policy(snapshot, NOW + 10.0).waits if w.job_id == "wait")
     assert (later.estimated_start, later.estimate_note) == (first.estimated_start, first.estimate_note)
     assert "idle reaper" in later.estimate_note
+
+
+def test_a_job_that_arrives_between_plans_is_told_its_likely_start_at_once() -> None:
+    """A job submitted after the last plan and reserved in the next pass: without a new plan it would be told only
+    its reservation's start (time limits, 3 h); the pass is planned again, so it is told the likely start (1 h),
+    and the decisions are those of a pass planned from scratch."""
+    policy = PlanEvery(run_cycle, every_s=60.0)
+    snapshot = two_nodes_busy(0.5)
+    assert not policy(replace(snapshot, pending=()), NOW - 20.0).waits
+    result = policy(snapshot, NOW)
+    fresh = run_cycle(snapshot, NOW)
+    assert {w.job_id: w.estimated_start for w in result.waits} == {"wait": pytest.approx(NOW + H)}
+    assert (result.admits, result.preempts, result.reservations) == (fresh.admits, fresh.preempts,
+                                                                      fresh.reservations)
+    assert [r.start_at for r in result.reservations] == [NOW + 3 * H]
