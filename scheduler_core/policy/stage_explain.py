@@ -9,7 +9,7 @@ notebooks are idle: then on the likely one (:class:`Guess`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..model.durations import format_duration
 from .contexts import JobContexts
@@ -28,12 +28,15 @@ class PlanOption:
 
     ``quota_reason``: the quota reason holding it back, or None; ``reclaim``: it waits for borrowers to be
     reclaimable; ``nominal_only``: it must fit within nominal (a reserved non-preemptible job of its team needs
-    the nominal quota)."""
+    the nominal quota); ``by_relabel``: a non-preemptible job whose team's own preemptible work holds the
+    nominal it needs, so it also gets in as soon as the cohort can lend for that work (``stage_nominate``
+    relabels it borrowed)."""
 
     flavour: str
     quota_reason: Reason | None
     reclaim: bool
     nominal_only: bool
+    by_relabel: bool = False
 
 
 @dataclass(slots=True)
@@ -153,6 +156,12 @@ class Explainer:
             if quota_reason is not None:
                 clock = self.work.quota_clock() if guess is None else guess.clock
                 quota_free = clock.free_at(request, flavour, quota_reason, option.nominal_only)
+                if option.by_relabel:
+                    # In as nominal once the cohort can lend for the relabelled work: when it could lend to
+                    # the job itself, were it preemptible (the same units above the team's nominal).
+                    lent = clock.free_at(replace(request, preemptible=True), flavour, Reason.COHORT_FULL)
+                    if lent is not None and (quota_free is None or lent < quota_free):
+                        quota_free = lent
                 if quota_free is None:
                     continue
                 not_before = max(not_before, quota_free)

@@ -102,9 +102,10 @@ class PlacementNomination:
 
 @dataclass(frozen=True, slots=True)
 class _NominalRoom:
-    """A non-preemptible job's way in as nominal: the team's own preemptible ``jobs`` relabelled borrowed."""
+    """A non-preemptible job's way in as nominal: the team's own preemptible ``jobs`` relabelled borrowed.
+    ``verdict``: what quota says once they are, ``None`` while the cohort cannot lend for them."""
 
-    verdict: Verdict
+    verdict: Verdict | None
     jobs: list[RunningJob]
 
 
@@ -191,18 +192,20 @@ class Nominator:
                 continue
             assert verdict.reason is not None
             best = _better(best, index, verdict.reason, verdict.message)
-            if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
-                refused.append(PlanOption(f, verdict.reason, False, (request.team, f) in held.nominal_only_keys))
             room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
-            if room is not None:
+            if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
+                refused.append(PlanOption(f, verdict.reason, False, (request.team, f) in held.nominal_only_keys,
+                                          by_relabel=room is not None))
+            if room is not None and room.verdict is not None:
                 options.append(QuotaOption(f, pool, room.verdict, relabel=room.jobs))
         return QuotaNomination(options, refused, best)
 
     def _nominal_room(self, request: JobRequest, flavour: str) -> _NominalRoom | None:
         """For a non-preemptible job refused because its team's nominal quota is held by the team's own
         preemptible work: the fewest of those jobs (the newest first) that, relabelled borrowed, let it in as
-        nominal now without reclaim — that is, when the cohort can lend for them. The team's guarantee goes to
-        the work that cannot checkpoint; the relabelled jobs keep running, now reclaimable."""
+        nominal now without reclaim — that is, when the cohort can lend for them (until it can, the room has no
+        verdict: the plan then estimates the job as if it borrowed). The team's guarantee goes to the work that
+        cannot checkpoint; the relabelled jobs keep running, now reclaimable."""
         work, held = self.work, self.work.held
         state = work.snapshot.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
@@ -226,7 +229,7 @@ class Nominator:
             for job in chosen:
                 work.ledger.relabel(job.request, flavour, AdmittedAs.BORROWED, AdmittedAs.NOMINAL, bump=False)
         if verdict.admitted_as is not AdmittedAs.NOMINAL or verdict.reclaim:
-            return None
+            return _NominalRoom(None, chosen)
         return _NominalRoom(verdict, chosen)
 
     def _newest_to_relabel(self, key: tuple[str, str], need: int) -> list[RunningJob] | None:

@@ -77,10 +77,12 @@ def free_room(snap: Snapshot, job: PendingJob) -> list[str]:
     return out
 
 
-def within_nominal(snap: Snapshot, job: PendingJob) -> bool:
+def within_nominal(snap: Snapshot, job: PendingJob, reserved: dict[tuple[str, str], int]) -> bool:
     """The job fits its team's unused nominal quota on one of its flavours without reclaiming it: a promise the
     cohort can keep now. (Nominal quota lent to borrowers that may not be stopped, a higher band or work inside
-    its minimum run time, is held by a rule until they leave.)"""
+    its minimum run time, is held by a rule until they leave.) The team's reserved jobs (``reserved``: units per
+    (team, flavour)) come first, as the policy judges a nominal promise: on the cohort now plus its own team's
+    reservations."""
     request = job.request
     cohort = snap.teams[request.team].cohort
     for flavour in request.flavours:
@@ -90,6 +92,7 @@ def within_nominal(snap: Snapshot, job: PendingJob) -> bool:
         usage = {name: sum(r.request.units for r in snap.running if r.request.team == name
                            and r.placement.flavour == flavour and r.admitted_as is not AdmittedAs.SCAVENGER)
                  for name, team in snap.teams.items() if team.cohort == cohort}
+        usage[request.team] += reserved.get((request.team, flavour), 0)
 
         def pool(extra: int) -> int:
             total = 0
@@ -113,6 +116,11 @@ def check_live(before: Snapshot, after: Snapshot, result: CycleResult, settled_a
     jobs = {p.request.id: p for p in before.pending}
     # A reserved job's quota is held for it: its team's later work may not take what it will need.
     reserved_teams = {jobs[r.job_id].request.team for r in result.reservations if r.job_id in jobs}
+    reserved: dict[tuple[str, str], int] = {}
+    for r in result.reservations:
+        if r.job_id in jobs:
+            key = (jobs[r.job_id].request.team, r.flavour)
+            reserved[key] = reserved.get(key, 0) + jobs[r.job_id].request.units
     for wait in result.waits:
         job = jobs[wait.job_id]
         if job.request.pods != 1 or wait.reason in _BY_RULE:
@@ -122,7 +130,7 @@ def check_live(before: Snapshot, after: Snapshot, result: CycleResult, settled_a
         if job.avoid_nodes and result.now < max(job.queued_at, settled_at) + before.config.avoid_nodes_for_s:
             continue
         room = free_room(after, job)
-        assert not (room and within_nominal(after, job)), (
+        assert not (room and within_nominal(after, job, reserved)), (
             f"{wait.job_id} waits ({wait.reason.value}: {wait.message}) beside free room on {room} "
             f"within its team's nominal quota")
 
