@@ -228,9 +228,8 @@ class Nominator:
         finally:
             for job in chosen:
                 work.ledger.relabel(job.request, flavour, AdmittedAs.BORROWED, AdmittedAs.NOMINAL, bump=False)
-        if verdict.admitted_as is not AdmittedAs.NOMINAL or verdict.reclaim:
-            return _NominalRoom(None, chosen)
-        return _NominalRoom(verdict, chosen)
+        return _NominalRoom(verdict if verdict.admitted_as is AdmittedAs.NOMINAL and not verdict.reclaim else None,
+                            chosen)
 
     def _newest_to_relabel(self, key: tuple[str, str], need: int) -> list[RunningJob] | None:
         """The team's newest nominal preemptible jobs on the flavour that free ``need`` units, or None."""
