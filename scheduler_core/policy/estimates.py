@@ -9,8 +9,10 @@ they are likely to:
 * a notebook the idle reaper reported idle for at least ``IDLE_TRUST_FRACTION`` of its idle limit: when the
   reaper will free it (last activity + limit) — a notebook left idle that long is seldom picked up again
   before the reaper comes, and a notebook is never stopped otherwise before its limit;
-* any other job: after the share of its time limit its team's jobs of its kind have lately used
-  (``RunTimes``); a job already past that is expected to use half of what its limit leaves.
+* any other job: after the share of its time limit that its team's recent jobs of its kind used, counting only
+  those that ran at least as long as it has so far (``RunTimes.ratio_after``: a job that has outlived most of
+  its team's is judged by the ones that ran longer, not by all); with too few of those, the share all of them
+  used, and a job already past that is expected to use half of what its limit leaves.
 
 Nothing here may decide anything: only ``stage_explain.Explainer.plan_waits`` reads it.
 """
@@ -47,7 +49,11 @@ def expected_end(job: RunningJob, now: float, runtimes: RunTimes) -> float:
     release = idle_release(job, now)
     if release is not None:
         return min(release, promised)
-    guess = job.started_at + expected_duration(job.request, runtimes)
+    request = job.request
+    limit = request.time_limit_s
+    ran_for = max(now - job.started_at, 0.0)
+    after = runtimes.ratio_after(request.team, request.kind.value, ran_for / limit) if limit > 0 else None
+    guess = job.started_at + (after * limit if after is not None else expected_duration(request, runtimes))
     if guess <= now:
         guess = now + (promised - now) / 2
     return min(guess, promised)

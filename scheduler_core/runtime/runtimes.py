@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections import deque
 from statistics import median
 
-from ..policy.snapshot import RunTimes
+from ..policy.snapshot import MIN_RUNTIME_SAMPLES, RunTimes
 
 TEAM_SAMPLES = 32
 KIND_SAMPLES = 256
-MIN_SAMPLES = 4
+MIN_SAMPLES = MIN_RUNTIME_SAMPLES
 
 
 class RunTimeHistory:
@@ -45,5 +45,7 @@ class RunTimeHistory:
         if self._snapshot is None:
             self._snapshot = RunTimes(
                 by_team={key: median(values) for key, values in self._team.items() if len(values) >= MIN_SAMPLES},
-                by_kind={kind: median(values) for kind, values in self._kind.items() if len(values) >= MIN_SAMPLES})
+                by_kind={kind: median(values) for kind, values in self._kind.items() if len(values) >= MIN_SAMPLES},
+                team_samples={key: tuple(sorted(values)) for key, values in self._team.items()},
+                kind_samples={kind: tuple(sorted(values)) for kind, values in self._kind.items()})
         return self._snapshot

@@ -54,6 +54,14 @@ def two_nodes_busy(ratio: float | None, *, started: float = NOW - H, limit: floa
     return replace(built, runtimes=RunTimes(by_team={("fraud", "batch"): ratio}))
 
 
+def outlived_most(samples: tuple[float, ...]) -> Snapshot:
+    """:func:`two_nodes_busy` an hour into 4 h limits (a quarter used), with the team's recent ratios."""
+    ordered = tuple(sorted(samples))
+    median = (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
+    return replace(two_nodes_busy(None), runtimes=RunTimes(by_team={("fraud", "batch"): median},
+                                                           team_samples={("fraud", "batch"): ordered}))
+
+
 def borrowers_inside_min_run_time(count: int, started: float) -> Snapshot:
     """``vision`` lent its 8 GPUs of nominal: ``count`` borrowed 8-GPU jobs of ``fraud`` (started at ``started``)
     hold the only node; ``vision``'s 8-GPU job waits to reclaim."""
@@ -117,6 +125,14 @@ CASES = {
     "no history: time limits": Case(lambda: two_nodes_busy(None), NOW + 3 * H),
     # Already past its usual length: half of what its limit leaves (never now, then a minute later, ...).
     "past its usual length": Case(lambda: two_nodes_busy(0.1), NOW + 1.5 * H, note="lately"),
+    # Half the team's jobs end within 0.1 of their limits, half run 0.5-0.6: the median (0.3) says the nodes free
+    # 12 minutes from now, but these jobs have used 0.25 already, so only the long half speaks for them: 0.55 of
+    # 4 h from their start.
+    "outlived most of its team's jobs: judged by those that ran longer": Case(
+        lambda: outlived_most((0.1, 0.1, 0.1, 0.1, 0.5, 0.5, 0.6, 0.6)), NOW + 1.2 * H, note="lately"),
+    # Too few ran longer to say: the team's median, and past it, half of what the limit leaves.
+    "too few ran longer: the usual rule": Case(
+        lambda: outlived_most((0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5, 0.6)), NOW + 1.5 * H, note="lately"),
     # Reclaiming borrowers inside their 30-min minimum run time: after it, plus their grace, for all it needs.
     "borrowers inside their minimum run time": Case(
         lambda: borrowers_inside_min_run_time(3, NOW - 20 * MIN), NOW + 20 * MIN + 300.0,
