@@ -50,10 +50,10 @@ def expected_end(job: RunningJob, now: float, runtimes: RunTimes) -> float:
     if release is not None:
         return min(release, promised)
     request = job.request
-    limit = request.time_limit_s
-    ran_for = max(now - job.started_at, 0.0)
-    after = runtimes.ratio_after(request.team, request.kind.value, ran_for / limit) if limit > 0 else None
-    guess = job.started_at + (after * limit if after is not None else expected_duration(request, runtimes))
+    after = runtimes.ratio_after(request.team, request.kind.value,
+                                 (now - job.started_at) / request.time_limit_s)   # limits are at least a minute
+    guess = job.started_at + (after * request.time_limit_s if after is not None
+                              else expected_duration(request, runtimes))
     if guess <= now:
         guess = now + (promised - now) / 2
     return min(guess, promised)

@@ -7,6 +7,7 @@ controller and the simulator build the same ``Snapshot`` from their store; ``run
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -238,42 +239,41 @@ class PolicyConfig:
     avoid_nodes_for_s: float = 1800.0
 
 
-#: Ratios a (team, kind) needs before its own history is used instead of its kind's.
+#: Ratios a (team, kind) needs before its own history speaks for it instead of its kind's.
 MIN_RUNTIME_SAMPLES = 4
 
 
 @dataclass(frozen=True, slots=True)
 class RunTimes:
     """How long jobs really run, as a fraction of their time limits, from the jobs that finished lately
-    (``runtime.runtimes`` keeps the history): per (team, kind), and per kind for teams with too few.
+    (``runtime.runtimes`` keeps the history): the recent ratios, sorted, per (team, kind) and per kind; only keys
+    with at least ``MIN_RUNTIME_SAMPLES`` of them.
 
     Estimated starts use it: a job is expected to hold its units for ``ratio × time limit``, not its limit —
     users ask for more than they use (Slurm's estimates, from limits, come out late; Tsafrir, Etsion and
     Feitelson, 2007, predict from the user's recent jobs instead). A ratio of 1 (no history) is the time limit.
-    The sorted ``samples`` let a running job's estimate be conditioned on how long it has already run
-    (:meth:`ratio_after`). Decisions never read it: reservations keep to time limits, which are promises."""
+    A running job's is conditioned on how long it has already run (:meth:`ratio_after`). Decisions never read
+    it: reservations keep to time limits, which are promises."""
 
-    by_team: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    by_kind: Mapping[str, float] = field(default_factory=dict)
-    #: The recent ratios behind the medians, sorted: per (team, kind) and per kind.
-    team_samples: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
-    kind_samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    by_team: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    by_kind: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def ratio(self, team: str, kind: str) -> float:
-        value = self.by_team.get((team, kind))
-        if value is None:
-            value = self.by_kind.get(kind, 1.0)
-        return min(max(value, 0.01), 1.0)
+        """The median ratio of the team's recent jobs of ``kind`` (its kind's, with too few of the team's)."""
+        value = self.ratio_after(team, kind, -math.inf)
+        return 1.0 if value is None else min(max(value, 0.01), 1.0)
 
     def ratio_after(self, team: str, kind: str, used: float) -> float | None:
         """The median ratio of the recent jobs that ran longer than ``used`` (a running job's share of its
         limit so far): when a job that has run this long is likely to end, by those that ran at least as long
-        (the team's, or its kind's when too few of the team's did). ``None`` when too few did."""
-        for samples in (self.team_samples.get((team, kind), ()), self.kind_samples.get(kind, ())):
-            longer = samples[bisect_right(samples, used):]
-            if len(longer) >= MIN_RUNTIME_SAMPLES:
-                middle = len(longer) // 2
-                return longer[middle] if len(longer) % 2 else (longer[middle - 1] + longer[middle]) / 2
+        (the team's, or its kind's when too few of the team's did). ``None`` when too few did. Called for every
+        running job of each plan: the median is read in place, without copying the samples."""
+        for samples in (self.by_team.get((team, kind), ()), self.by_kind.get(kind, ())):
+            first = bisect_right(samples, used)
+            count = len(samples) - first
+            if count >= MIN_RUNTIME_SAMPLES:
+                middle = first + count // 2
+                return samples[middle] if count % 2 else (samples[middle - 1] + samples[middle]) / 2
         return None
 
     @property

@@ -6,7 +6,7 @@ jobs of the same kind ran (Tsafrir, Etsion and Feitelson, "Backfilling using sys
 than user runtime estimates", 2007). So every job that ends on its own — it succeeded, or a notebook its user or
 the reaper stopped — adds ``held / time limit`` to its team's and its kind's recent samples, and estimates use
 the median of the last ``TEAM_SAMPLES`` (per team and kind) or, with fewer than ``MIN_SAMPLES`` of those, of the
-last ``KIND_SAMPLES`` of its kind. Jobs that were preempted, failed or restarted say nothing of their length.
+last ``KIND_SAMPLES`` of its kind (for a running job, of those that ran at least as long as it has so far). Jobs that were preempted, failed or restarted say nothing of their length.
 
 Kept in memory: after a restart the history starts again from the time limits, and learns within the hour.
 """
@@ -14,13 +14,16 @@ Kept in memory: after a restart the history starts again from the time limits, a
 from __future__ import annotations
 
 from collections import deque
-from statistics import median
+from collections.abc import Mapping
+from typing import TypeVar
 
 from ..policy.snapshot import MIN_RUNTIME_SAMPLES, RunTimes
 
 TEAM_SAMPLES = 32
 KIND_SAMPLES = 256
 MIN_SAMPLES = MIN_RUNTIME_SAMPLES
+
+K = TypeVar("K")
 
 
 class RunTimeHistory:
@@ -41,11 +44,12 @@ class RunTimeHistory:
         self._snapshot = None
 
     def runtimes(self) -> RunTimes:
-        """The medians as the policy reads them (rebuilt only after a new sample)."""
+        """The sorted samples as the policy reads them (rebuilt only after a new sample)."""
         if self._snapshot is None:
-            self._snapshot = RunTimes(
-                by_team={key: median(values) for key, values in self._team.items() if len(values) >= MIN_SAMPLES},
-                by_kind={kind: median(values) for kind, values in self._kind.items() if len(values) >= MIN_SAMPLES},
-                team_samples={key: tuple(sorted(values)) for key, values in self._team.items()},
-                kind_samples={kind: tuple(sorted(values)) for kind, values in self._kind.items()})
+            self._snapshot = RunTimes(by_team=_sorted(self._team), by_kind=_sorted(self._kind))
         return self._snapshot
+
+
+def _sorted(history: Mapping[K, deque[float]]) -> dict[K, tuple[float, ...]]:
+    """Each key's samples in order, for the keys with enough of them to speak."""
+    return {key: tuple(sorted(values)) for key, values in history.items() if len(values) >= MIN_SAMPLES}

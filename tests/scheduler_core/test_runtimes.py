@@ -3,12 +3,14 @@ longer than a running job has so far (``RunTimes.ratio_after``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from scheduler_core.runtime.runtimes import KIND_SAMPLES, MIN_SAMPLES, TEAM_SAMPLES, RunTimeHistory
 
 
-def history(team_ratios: list[float], other_ratios: tuple[float, ...] = ()) -> RunTimeHistory:
+def history(team_ratios: Sequence[float], other_ratios: Sequence[float] = ()) -> RunTimeHistory:
     h = RunTimeHistory()
     for ratio in team_ratios:
         h.observe("fraud", "batch", ratio * 3600.0, 3600.0)
@@ -18,7 +20,7 @@ def history(team_ratios: list[float], other_ratios: tuple[float, ...] = ()) -> R
 
 
 def test_the_team_median_needs_enough_samples_and_the_kind_speaks_for_the_rest() -> None:
-    runtimes = history([0.2] * MIN_SAMPLES, (0.8,) * (MIN_SAMPLES - 1)).runtimes()
+    runtimes = history([0.2] * MIN_SAMPLES, [0.8] * (MIN_SAMPLES - 1)).runtimes()
     assert runtimes.ratio("fraud", "batch") == pytest.approx(0.2)
     assert runtimes.ratio("vision", "batch") == pytest.approx(0.2)      # the kind's: 4 × 0.2 and 3 × 0.8
     assert runtimes.ratio("search", "notebook") == 1.0                  # no history: the time limit
@@ -36,7 +38,7 @@ def test_a_running_job_is_judged_by_the_jobs_that_ran_longer(used: float, expect
 
 
 def test_the_kind_answers_when_too_few_of_the_team_ran_that_long() -> None:
-    runtimes = history([0.1] * 6 + [0.9], (0.5, 0.6, 0.7, 0.8)).runtimes()
+    runtimes = history([0.1] * 6 + [0.9], [0.5, 0.6, 0.7, 0.8]).runtimes()
     assert runtimes.ratio_after("fraud", "batch", 0.3) == pytest.approx(0.7)   # the kind's 0.5, 0.6, 0.7, 0.8, 0.9
 
 
@@ -45,5 +47,5 @@ def test_history_is_bounded_and_ratios_are_capped_at_the_limit() -> None:
     for _ in range(KIND_SAMPLES + 10):
         h.observe("fraud", "batch", 7200.0, 3600.0)      # ran past its limit (a grace): counts as the limit
     runtimes = h.runtimes()
-    assert runtimes.team_samples[("fraud", "batch")] == (1.0,) * TEAM_SAMPLES
-    assert len(runtimes.kind_samples["batch"]) == KIND_SAMPLES
+    assert runtimes.by_team[("fraud", "batch")] == (1.0,) * TEAM_SAMPLES
+    assert len(runtimes.by_kind["batch"]) == KIND_SAMPLES

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler_core.policy.cadence import PlanEvery
 from scheduler_core.policy.cycle import run_cycle
-from scheduler_core.policy.snapshot import RunTimes, Snapshot
+from scheduler_core.policy.snapshot import MIN_RUNTIME_SAMPLES, RunTimes, Snapshot
 
 from .builders import MIN, H, make_cluster, make_job, make_snapshot, nodes_of
 
@@ -51,15 +51,12 @@ def two_nodes_busy(ratio: float | None, *, started: float = NOW - H, limit: floa
     built = snap.build()
     if ratio is None:
         return built
-    return replace(built, runtimes=RunTimes(by_team={("fraud", "batch"): ratio}))
+    return replace(built, runtimes=RunTimes(by_team={("fraud", "batch"): (ratio,) * MIN_RUNTIME_SAMPLES}))
 
 
 def outlived_most(samples: tuple[float, ...]) -> Snapshot:
     """:func:`two_nodes_busy` an hour into 4 h limits (a quarter used), with the team's recent ratios."""
-    ordered = tuple(sorted(samples))
-    median = (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
-    return replace(two_nodes_busy(None), runtimes=RunTimes(by_team={("fraud", "batch"): median},
-                                                           team_samples={("fraud", "batch"): ordered}))
+    return replace(two_nodes_busy(None), runtimes=RunTimes(by_team={("fraud", "batch"): tuple(sorted(samples))}))
 
 
 def borrowers_inside_min_run_time(count: int, started: float) -> Snapshot:
@@ -90,7 +87,7 @@ def own_work_holds_the_nominal() -> Snapshot:
              .run(make_job("own").limit(4 * H), "b0-n00", started=NOW - 10 * MIN)
              .run(make_job("b").team("search").limit(H), "b0-n01", started=NOW - 10 * MIN, admitted="borrowed")
              .pending(make_job("wait").pods(1, 8).non_preemptible().submitted(NOW - MIN)).build())
-    return replace(built, runtimes=RunTimes(by_kind={"batch": 1.0}))
+    return replace(built, runtimes=RunTimes(by_kind={"batch": (1.0,) * MIN_RUNTIME_SAMPLES}))
 
 
 @dataclass(frozen=True)
