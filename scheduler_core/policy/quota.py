@@ -36,8 +36,10 @@ def may_borrow(request: JobRequest) -> bool:
     """Whether the job may run above its team's nominal quota. Borrowed units must come back to their lender:
     preemptible work checkpoints and leaves when reclaimed. A notebook is non-preemptible (a human is typing in
     it) but, as DESIGN §4 has it, reclaimable when idle: the idle reaper ends a notebook on borrowed slices
-    sooner than one within its team's quota. Other non-preemptible work (jobs that cannot checkpoint) runs only
-    within nominal quota: nothing would ever give its units back."""
+    sooner than one within its team's quota. Other non-preemptible work (jobs that cannot checkpoint) runs
+    within nominal quota: nothing would ever give its units back. Its one way above nominal is the exception of
+    ``unreclaimable_free_share`` (:meth:`QuotaLedger.verdict`): units no reclaim takes back, lent only while the
+    cohort keeps so much of its quota idle that the lenders' own work still fits beside them."""
     return request.preemptible or request.kind is JobKind.NOTEBOOK
 
 
@@ -53,6 +55,9 @@ class Verdict:
     reclaim: bool = False
     #: How many borrowed units the cohort must give back before a nominal admission fits (0: none).
     deficit: int = 0
+    #: Refused as non-preemptible work above nominal, yet the cohort is idle enough that it may borrow units no
+    #: reclaim will ever take back (see ``unreclaimable_free_share`` of :meth:`QuotaLedger.verdict`).
+    unreclaimable: bool = False
 
 
 @dataclass(slots=True)
@@ -81,6 +86,7 @@ class QuotaLedger:
         self._extra_cache: dict[tuple[int, str, str], _ExtraPool] = {}
         #: (team, flavour) of every usage change the cycle made, holds included, in order (see ``_extra_pool``).
         self._changed: list[tuple[str, str]] = []
+        self._cohort_nominal: dict[tuple[str, str], int] = {}
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -110,6 +116,7 @@ class QuotaLedger:
         clone.version = {}
         clone._extra_cache = {}
         clone._changed = []
+        clone._cohort_nominal = self._cohort_nominal
         return clone
 
     def count(self, job: RunningJob, sign: int) -> None:
@@ -235,16 +242,26 @@ class QuotaLedger:
         offer1, borrow1 = self.terms(team, flavour, usage + units)
         return (offer1 - borrow1) - (offer0 - borrow0)
 
+    def cohort_nominal(self, cohort: str, flavour: str) -> int:
+        """The nominal quota of ``flavour`` over the cohort's teams (fixed for the ledger's life)."""
+        key = (cohort, flavour)
+        value = self._cohort_nominal.get(key)
+        if value is None:
+            value = self._cohort_nominal[key] = sum(
+                self.teams[name].nominal(flavour) for name in self.members.get(cohort, ()))
+        return value
+
     def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
                 nominal_only: frozenset[tuple[str, str]] = frozenset(),
-                nominal_extra: Mapping[tuple[str, str], int] | None = None) -> Verdict:
+                nominal_extra: Mapping[tuple[str, str], int] | None = None,
+                unreclaimable_free_share: float = 1.0) -> Verdict:
         """Nominal, borrowed, scavenger, or why not (QuotaFull / CohortFull / InvalidFlavour).
 
         ``extra``: how usage per (team, flavour) moves by the time reserved jobs start while this one would
         still run (their units, less those of jobs that end before; may be negative); ``nominal_extra``: the
         same for nominal usage (default: ``extra``); ``nominal_only``: (team, flavour) where such a reserved
         job can run only within nominal quota (non-preemptible), so this one may not take the team above
-        nominal either."""
+        nominal either. ``unreclaimable_free_share``: see :meth:`_above_nominal`."""
         state = self.teams.get(request.team)
         if state is None:
             return Verdict(None, Reason.INVALID_FLAVOUR, f"team {request.team!r} is not configured")
@@ -279,9 +296,8 @@ class QuotaLedger:
             deficit = min(0, own) - (own + (offer1 - borrow1) - (offer0 - borrow0))
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not may_borrow(request):
-            return Verdict(None, Reason.QUOTA_FULL,
-                           f"non-preemptible work runs only within nominal quota: {nominal_usage} of "
-                           f"{quota.nominal} {flavour} in use, needs {request.units}")
+            return self._above_nominal(request, state.cohort, flavour, nominal_usage, pool_after,
+                                       1.0 if key in nominal_only else unreclaimable_free_share)
         if key in nominal_only:
             return Verdict(None, Reason.QUOTA_FULL,
                            f"the team's nominal {flavour} quota is reserved for a non-preemptible job that starts "
@@ -293,6 +309,18 @@ class QuotaLedger:
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
                            f"now")
         return Verdict(AdmittedAs.BORROWED)
+
+
+    def _above_nominal(self, request: JobRequest, cohort: str, flavour: str, nominal_usage: int, pool_after: int,
+                       share: float) -> Verdict:
+        """A job that cannot give borrowed units back (see :func:`may_borrow`) does not fit nominal: ``QuotaFull``,
+        saying (``Verdict.unreclaimable``) whether it may borrow anyway, because the cohort would keep at least
+        ``share`` of its nominal quota of the flavour free to lend after it (1: never)."""
+        unreclaimable = share < 1.0 and pool_after >= math.ceil(share * self.cohort_nominal(cohort, flavour))
+        nominal = self.teams[request.team].nominal(flavour)
+        return Verdict(None, Reason.QUOTA_FULL,
+                       f"non-preemptible work runs only within nominal quota: {nominal_usage} of {nominal} {flavour} "
+                       f"in use, needs {request.units}", unreclaimable=unreclaimable)
 
 
 def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrowing_limit: int,

@@ -237,6 +237,10 @@ class PolicyConfig:
     #: it was moved for to take them, or for a repaired node to prove itself; bounded, so that avoiding a node
     #: never becomes a reason to wait for good (a liveness rule: a job that fits must start).
     avoid_nodes_for_s: float = 1800.0
+    #: Non-preemptible work (not notebooks) may borrow above its team's nominal only while, after it, the cohort
+    #: keeps at least this share of its nominal quota of the flavour free to lend (``1``: never). Such units are
+    #: not reclaimable until the job ends: the share keeps the lenders' own work room beside them.
+    unreclaimable_borrow_free_share: float = 0.5
 
 
 #: Ratios a (team, kind) needs before its own history speaks for it instead of its kind's.

@@ -34,6 +34,9 @@ REASON_RANK = {
 CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TOPOLOGY,
                               Reason.BEHIND_RESERVATION, Reason.NODE_UNHEALTHY})
 
+#: A non-preemptible job's verdict when it borrows what the cohort's idle quota can spare for good.
+_UNRECLAIMABLE = Verdict(AdmittedAs.BORROWED)
+
 
 @dataclass(frozen=True, slots=True)
 class ShapedPools:
@@ -177,22 +180,29 @@ class Nominator:
 
     def quota(self, request: JobRequest, pools: list[Pool]) -> QuotaNomination:
         """What quota says on each flavour, in the job's order of preference: the flavours it may use (some only
-        once its team's own preemptible jobs give it their nominal quota), those refused that the plan may
+        once its team's own preemptible jobs give it their nominal quota; a non-preemptible job's also borrowed,
+        while the cohort keeps enough idle, see ``QuotaLedger.verdict``), those refused that the plan may
         start it on later, and the most promising refusal. Counts the reservations' quota the job overlaps
         (``WorkingCopy.held``)."""
         held = self.work.held
+        share = self.work.snapshot.config.unreclaimable_borrow_free_share
         options: list[QuotaOption] = []
         refused: list[PlanOption] = []
         best: RefusalReason | None = None
         for index, pool in enumerate(pools):
             f = pool.flavour
-            verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra)
+            verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra,
+                                               share)
             if verdict.admitted_as is not None:
                 options.append(QuotaOption(f, pool, verdict))
                 continue
             assert verdict.reason is not None
-            best = _better(best, index, verdict.reason, verdict.message)
             room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
+            if verdict.unreclaimable and (room is None or room.verdict is None):
+                # Taking the team's own nominal back from its preemptible work comes first: it lends nothing.
+                options.append(QuotaOption(f, pool, _UNRECLAIMABLE))
+                continue
+            best = _better(best, index, verdict.reason, verdict.message)
             if verdict.reason in (Reason.QUOTA_FULL, Reason.COHORT_FULL):
                 refused.append(PlanOption(f, verdict.reason, False, (request.team, f) in held.nominal_only_keys,
                                           by_relabel=room is not None))

@@ -3,7 +3,9 @@
 * no GPU or MIG slice is ever held by two jobs;
 * a gang is admitted whole (every pod, one flavour it asked for) or not at all;
 * no team runs above nominal + borrowing limit, and no team lends more than its lending limit;
-* only preemptible work and notebooks borrow, and non-preemptible work is never preempted (but as scavenger);
+* only preemptible work and notebooks borrow, and other non-preemptible work only while the cohort keeps
+  ``unreclaimable_borrow_free_share`` of its nominal free; non-preemptible work is never preempted (but as
+  scavenger);
 * every job that does not start has exactly one reason and a queue position;
 * a job keeps off the nodes it left (``avoid_nodes``) for ``avoid_nodes_for_s``, and then may use them
   (liveness: ``test_liveness``);
@@ -16,7 +18,8 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import replace
-from typing import Any
+import math
+from typing import Any, Iterable, Mapping
 
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
@@ -169,11 +172,22 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     units = held_units(snap.running) + held_units(
         RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)
     assert len(units) == len(set(units))
-    # Only work that gives borrowed units back borrows: preemptible work, or a notebook (the reaper's).
+    # Only work that gives borrowed units back borrows (preemptible work, or a notebook: the reaper's), and other
+    # work only where, after it, the cohort's pool keeps the share of its nominal (replayed in cycle order; the
+    # cycle's own pool also counts reservations and waiting reclaims, so it is never larger).
+    usage = quota_usage(snap.running)
+    share = snap.config.unreclaimable_borrow_free_share
     for a in result.admits:
         request = pending[a.job_id].request
-        if a.admitted_as is AdmittedAs.BORROWED:
-            assert request.preemptible or request.kind is JobKind.NOTEBOOK, (a, request)
+        if a.admitted_as is AdmittedAs.SCAVENGER:
+            continue
+        key = (request.team, a.placement.flavour)
+        usage[key] = usage.get(key, 0) + request.units
+        if a.admitted_as is AdmittedAs.BORROWED and not (request.preemptible or request.kind is JobKind.NOTEBOOK):
+            cohort = snap.teams[request.team].cohort
+            nominal = sum(t.nominal(a.placement.flavour) for t in snap.teams.values() if t.cohort == cohort)
+            pool = cohort_pools(snap.teams, usage).get((cohort, a.placement.flavour), 0)
+            assert share < 1 and pool >= math.ceil(share * nominal), (a, request, pool, nominal)
     # Preemption goes strictly down the bands, never on a job already leaving, never on non-preemptible work
     # (a borrowed notebook included) unless it runs as scavenger.
     running = {r.request.id: r for r in snap.running}
@@ -183,25 +197,37 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     assert len({p.job_id for p in result.preempts}) == len(result.preempts)
 
 
-def check_quota(snap: Snapshot) -> None:
-    """Per team: usage ≤ nominal + borrowing limit; per cohort: borrowing covered by lenders within limits."""
+def quota_usage(running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:
+    """Units per (team, flavour) of the jobs that count against quota (all but scavenger work)."""
     usage: dict[tuple[str, str], int] = {}
-    for job in snap.running:
-        if job.admitted_as is not AdmittedAs.SCAVENGER and not job.terminating:
+    for job in running:
+        if job.admitted_as is not AdmittedAs.SCAVENGER:
             key = (job.request.team, job.placement.flavour)
             usage[key] = usage.get(key, 0) + job.request.units
+    return usage
+
+
+def cohort_pools(teams: Mapping[str, TeamState], usage: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+    """Per (cohort, flavour): what the lenders offer within their limits, minus what the borrowers borrow."""
     pools: dict[tuple[str, str], int] = {}
-    for (team, flavour), used in usage.items():
-        quota = snap.teams[team].quotas.get(flavour)
-        assert quota is not None, (team, flavour)
-        if quota.borrowing_limit is not None:
-            assert used <= quota.nominal + quota.borrowing_limit, (team, flavour, used, quota)
-    for name, state in snap.teams.items():
+    for name, state in teams.items():
         for flavour, quota in state.quotas.items():
             used = usage.get((name, flavour), 0)
             lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
             key = (state.cohort, flavour)
             pools[key] = pools.get(key, 0) + max(0, min(lendable, quota.nominal - used)) - max(0, used - quota.nominal)
+    return pools
+
+
+def check_quota(snap: Snapshot) -> None:
+    """Per team: usage ≤ nominal + borrowing limit; per cohort: borrowing covered by lenders within limits."""
+    usage = quota_usage(job for job in snap.running if not job.terminating)
+    for (team, flavour), used in usage.items():
+        quota = snap.teams[team].quotas.get(flavour)
+        assert quota is not None, (team, flavour)
+        if quota.borrowing_limit is not None:
+            assert used <= quota.nominal + quota.borrowing_limit, (team, flavour, used, quota)
+    pools = cohort_pools(snap.teams, usage)
     assert all(value >= 0 for value in pools.values()), pools
 
 

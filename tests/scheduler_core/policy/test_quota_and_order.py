@@ -67,10 +67,24 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=(16, None, 4))
          .pending(make_job("big").pods(1, 8), make_job("small").pods(1, 4).submitted(1)).build(),
          0.0, [("admit", "small", "borrowed", "b0-n00:0-3"), ("wait", "big", "CohortFull", 1, None)]),
-    Case("non-preemptible work never borrows",
+    Case("non-preemptible work borrows while half the cohort's nominal stays free to lend after it",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("admit", "a", "borrowed", "b0-n00:0-7")]),
+    Case("... and waits while less would stay free (24 of 32 would leave 8, under half)",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
+         .pending(make_job("a").pods(3, 8).non_preemptible()).build(),
          0.0, [("wait", "a", "QuotaFull", 1, None)]),
+    Case("... and never with a share of 1",
+         lambda: make_snapshot(two_blocks()).config(unreclaimable_borrow_free_share=1.0)
+         .team("fraud", h100=0).team("search", h100=32)
+         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         0.0, [("wait", "a", "QuotaFull", 1, None)]),
+    Case("... and a lender's reclaim never stops it: the lender's job waits for it to end",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0).team("search", h100=8)
+         .run(make_job("np").pods(1, 8).non_preemptible(), "b0-n00", admitted="borrowed", started=-4000)
+         .pending(make_job("s").team("search").pods(1, 8)).build(),
+         0.0, [("wait", "s", "WaitingForCapacity", 1, 4 * H - 4000)]),
     Case("a notebook, non-preemptible but reclaimable when idle (by the reaper), borrows idle cohort quota",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
          .pending(make_job("nb").pods(1, 1).non_preemptible().kind("notebook")).build(),
