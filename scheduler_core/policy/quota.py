@@ -310,7 +310,6 @@ class QuotaLedger:
                            f"now")
         return Verdict(AdmittedAs.BORROWED)
 
-
     def _above_nominal(self, request: JobRequest, cohort: str, flavour: str, nominal_usage: int, pool_after: int,
                        share: float) -> Verdict:
         """A job that cannot give borrowed units back (see :func:`may_borrow`) does not fit nominal: ``QuotaFull``,
