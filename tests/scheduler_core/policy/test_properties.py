@@ -15,10 +15,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from dataclasses import replace
-import math
 from typing import Any, Iterable, Mapping
 
 from hypothesis import HealthCheck, given, note, settings
