@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,8 @@ from ..model.flavours import MIG_PROFILES
 
 log = logging.getLogger(__name__)
 
-_MODELS = (("H100", "h100"), ("A100", "a100"))
+#: Which GPUs are which flavour: the first marker found in NVML's name (upper-cased) wins.
+GPU_MODELS: tuple[tuple[str, str], ...] = (("H100", "h100"), ("A100", "a100"))
 _PROFILE = re.compile(r"(\d+g\.\d+gb)", re.IGNORECASE)
 
 
@@ -42,8 +43,8 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _flavour_of(name: str) -> str | None:
-    for marker, flavour in _MODELS:
+def _flavour_of(name: str, models: Sequence[tuple[str, str]]) -> str | None:
+    for marker, flavour in models:
         if marker in name.upper():
             return flavour
     return None
@@ -54,9 +55,11 @@ def node_name() -> str:
     return re.sub(r"[^a-z0-9-]", "-", raw).strip("-")[:63] or "localhost"
 
 
-def discover(nvml: Any | None = None, *, name: str | None = None) -> LocalGpus | None:
-    """The machine's GPUs as a node, or ``None`` without NVML or GPUs. ``nvml``: the ``pynvml`` module (tests pass
-    a stand-in with the same functions)."""
+def discover(nvml: Any | None = None, *, name: str | None = None,
+             models: Sequence[tuple[str, str]] = GPU_MODELS) -> LocalGpus | None:
+    """The machine's GPUs as a node, or ``None`` without NVML or GPUs of a known model. ``nvml``: the ``pynvml``
+    module (tests pass a stand-in with the same functions). ``models``: (marker in NVML's name, flavour) pairs, so
+    a site (or a test on a GPU the catalogue lacks, such as an H200) can say which flavour a model's GPUs count as."""
     nvml = init_nvml(nvml)
     if nvml is None:
         log.info("NVML not available; using the virtual cluster")
@@ -69,7 +72,7 @@ def discover(nvml: Any | None = None, *, name: str | None = None) -> LocalGpus |
     for index in range(nvml.nvmlDeviceGetCount()):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         gpu_name = _text(nvml.nvmlDeviceGetName(handle))
-        flavour = _flavour_of(gpu_name)
+        flavour = _flavour_of(gpu_name, models)
         if flavour is None:
             log.warning("GPU %d (%s) is not in the flavour catalogue; Shoal will not schedule it", index, gpu_name)
             continue
