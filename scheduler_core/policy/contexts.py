@@ -98,6 +98,13 @@ class JobContexts:
             return False
         return self.now - pending.queued_at >= self.config.topology_widen_after_s
 
+    def starving_gang(self, pending: PendingJob) -> bool:
+        """A preemptible job larger than small work that has waited ``starvation_after_s``: quota offers it its
+        team's nominal before a borrower's place (``Nominator.quota``)."""
+        request = pending.request
+        return (request.preemptible and request.units > self.config.small_job_max_units
+                and self.now - pending.queued_at >= self.config.starvation_after_s)
+
     def widen_at(self, pending: PendingJob) -> float | None:
         """When a ``preferred`` job may spread (None: ``required``, never)."""
         request = pending.request

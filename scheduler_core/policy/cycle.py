@@ -118,7 +118,7 @@ class _Cycle:
         if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.work.victims_for:
             widened = True if request.topology_level is None else self.contexts.widened(pending)
             klass = (request.team, request.shape, request.priority_class, request.preemptible, may_borrow(request),
-                     widened, self.contexts.block_cap(pending))
+                     widened, self.contexts.block_cap(pending), self.contexts.starving_gang(pending))
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
                     and (known.quota is None or known.quota == self.work.quota_state(request))):
@@ -153,7 +153,7 @@ class _Cycle:
         if inflight:
             self.preempt.claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
-        nominated = self.nominate.quota(request, pools.pools)
+        nominated = self.nominate.quota(request, pools.pools, starving=self.contexts.starving_gang(pending))
         if not nominated.options:
             return self._refuse_by_quota(pending, quota, nominated)
         ctx = self.contexts.context(pending)
@@ -226,6 +226,10 @@ class _Cycle:
         if reservable and miss.reason in CAPACITY_REASONS and not miss.never:
             if self._reserve_or_preempt(pending, waiting, reservable, ctx, small):
                 return None
+        patience = self.preempt.patience.get(request.id)
+        if patience is not None and (waiting.estimate is None or patience.at < waiting.estimate):
+            # It stops far larger jobs for room once its patience ends, if none has come back by then.
+            waiting.estimate, waiting.note, waiting.planned = patience.at, patience.note, True
         return outcome
 
     def _reserve_or_preempt(self, pending: PendingJob, waiting: Waiting, misses: list[FlavourMiss],

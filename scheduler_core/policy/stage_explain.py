@@ -18,7 +18,7 @@ from .estimates import expected_duration, expected_end, idle_release
 from .quota import QuotaClock
 from .reservation import Slot, Timeline, job_end
 from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
-from .stage_preempt import grace, patience_ends, proportionate_units
+from .stage_preempt import ReclaimEstimate, grace, patience_ends, proportionate_units
 from .working_copy import WorkingCopy
 
 
@@ -53,14 +53,6 @@ class Waiting:
     planned: bool = False        # the estimate is fixed already (reservation, victims)
     reserved: bool = False       # planned by a reservation: the estimate may still come out sooner (``Guess``)
     note: str = ""               # what the estimate counts on, when it is a guess
-
-
-@dataclass(frozen=True, slots=True)
-class ReclaimEstimate:
-    """When enough borrowers have left for a reclaim, and what that estimate counts on, in words."""
-
-    at: float
-    note: str
 
 
 @dataclass(frozen=True, slots=True)

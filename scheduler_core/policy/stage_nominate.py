@@ -178,12 +178,14 @@ class Nominator:
             return ShapedPools([], f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
         return ShapedPools(shaped, None)
 
-    def quota(self, request: JobRequest, pools: list[Pool]) -> QuotaNomination:
+    def quota(self, request: JobRequest, pools: list[Pool], *, starving: bool = False) -> QuotaNomination:
         """What quota says on each flavour, in the job's order of preference: the flavours it may use (some only
         once its team's own preemptible jobs give it their nominal quota; a non-preemptible job's also borrowed,
         while the cohort keeps enough idle, see ``QuotaLedger.verdict``), those refused that the plan may
         start it on later, and the most promising refusal. Counts the reservations' quota the job overlaps
-        (``WorkingCopy.held``)."""
+        (``WorkingCopy.held``). ``starving``: a gang that has waited ``starvation_after_s``; where quota would
+        let it in only as a borrower, it is first offered its team's nominal, relabelling the team's own newer
+        preemptible work borrowed (see :meth:`_nominal_room`)."""
         held = self.work.held
         share = self.work.snapshot.config.unreclaimable_borrow_free_share
         options: list[QuotaOption] = []
@@ -194,10 +196,15 @@ class Nominator:
             verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra,
                                                share)
             if verdict.admitted_as is not None:
+                if starving and verdict.admitted_as is AdmittedAs.BORROWED:
+                    room = self._nominal_room(request, f)
+                    if room is not None and room.verdict is not None:
+                        options.append(QuotaOption(f, pool, room.verdict, relabel=room.jobs))
                 options.append(QuotaOption(f, pool, verdict))
                 continue
             assert verdict.reason is not None
-            room = self._nominal_room(request, f) if verdict.reason is Reason.QUOTA_FULL else None
+            room = (self._nominal_room(request, f)
+                    if verdict.reason is Reason.QUOTA_FULL and not request.preemptible else None)
             if verdict.unreclaimable and (room is None or room.verdict is None):
                 # Taking the team's own nominal back from its preemptible work comes first: it lends nothing.
                 options.append(QuotaOption(f, pool, _UNRECLAIMABLE))
@@ -211,15 +218,18 @@ class Nominator:
         return QuotaNomination(options, refused, best)
 
     def _nominal_room(self, request: JobRequest, flavour: str) -> _NominalRoom | None:
-        """For a non-preemptible job refused because its team's nominal quota is held by the team's own
-        preemptible work: the fewest of those jobs (the newest first) that, relabelled borrowed, let it in as
-        nominal now without reclaim — that is, when the cohort can lend for them (until it can, the room has no
-        verdict: the plan then estimates the job as if it borrowed). The team's guarantee goes to the work that
-        cannot checkpoint; the relabelled jobs keep running, now reclaimable."""
+        """For a job whose team's nominal quota is held by the team's own preemptible work — a non-preemptible
+        job refused, or a starving gang that could only borrow — the fewest of those jobs (the newest first)
+        that, relabelled borrowed, let it in as nominal now without reclaim — that is, when the cohort can lend
+        for them (until it can, the room has no verdict: the plan then estimates the job as if it borrowed). The
+        team's guarantee goes to the work that cannot checkpoint, or that waited longest; the relabelled jobs keep
+        running, now reclaimable. A gang admitted as a borrower instead would be the first a morning's reclaim
+        stops, and wait its reservation again behind the team's younger work (the festive week's daily
+        1,024-GPU jobs, docs/BENCHMARKS.md)."""
         work, held = self.work, self.work.held
         state = work.snapshot.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
-        if request.preemptible or quota is None or request.priority_class is PriorityClass.SCAVENGER:
+        if quota is None or request.priority_class is PriorityClass.SCAVENGER:
             return None
         key = (request.team, flavour)
         if key in held.nominal_only_keys:

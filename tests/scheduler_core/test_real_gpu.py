@@ -4,8 +4,8 @@ counters, the reaper's utilisation reading, a pod launched on a granted GPU, and
 Every test here needs NVML with at least one GPU (``nvidia-ml-py`` and a driver); elsewhere (CI, laptops) the
 module is skipped as a whole, and the same code is covered against stand-ins in ``test_executor_gpus.py``,
 ``health/test_gpu_errors.py`` and ``hub_spawner/test_reaper_gpu.py``. The torch-using tests also need torch with
-CUDA. On a GPU machine: ``python -m pytest -m gpu tests/scheduler_core/test_real_gpu.py`` (docs/BENCHMARKS.md,
-"On a real GPU", has the run and what it printed).
+CUDA. On a GPU machine: ``python -m pytest -m gpu tests/scheduler_core/test_real_gpu.py`` (docs/state-and-ha.md
+says where this has run).
 """
 
 from __future__ import annotations

@@ -55,6 +55,16 @@ def only_a_big_borrower(queued_at: float, young_started: float | None = None) ->
             .pending(make_job("a").pods(1, 1).pending(queued_at=queued_at)).build())
 
 
+def room_only_from_a_big_borrower(queued_at: float) -> Snapshot:
+    """No whole node is free: search's nominal job holds b0, other's 80-GPU borrowed gang b1. fraud's 8-GPU
+    job fits its nominal and the cohort's pool (no reclaim): it needs room, and only the gang could make it."""
+    return (make_snapshot(make_cluster().block("b0", 2).block("b1", 10))
+            .team("fraud", h100=8).team("other", h100=8).team("search", h100=88)
+            .run(make_job("G").team("other").pods(10, 8), nodes_of("b1", 10), admitted="borrowed", started=-4000)
+            .run(make_job("s").team("search").pods(2, 8), nodes_of("b0", 2), started=-4000)
+            .pending(make_job("a").pods(1, 8).pending(queued_at=queued_at)).build())
+
+
 def a_big_and_a_small_borrower() -> Snapshot:
     """Search fills the cluster: a 64-GPU gang that just checkpointed and an 8-GPU job that never did, both
     borrowed; fraud, whose 48 are lent out, asks for 8 GPUs."""
@@ -81,6 +91,14 @@ CASES = [
     Case("... for up to reclaim_patience_s, then takes its quota back all the same",
          lambda: only_a_big_borrower(-300.0), 0.0,
          [("preempt", "G", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b0-n00", 300.0),
+          ("wait", "a", "PreemptingVictims", 1, 300.0)]),
+    # The same patience for room as for quota: its estimate is the end of its patience and the gang's grace.
+    Case("a job that needs room now does not stop a gang ten times its size at once: units come back as jobs end",
+         lambda: room_only_from_a_big_borrower(0.0), 0.0,
+         [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "WaitingForCapacity", 1, 600.0)]),
+    Case("... until it has waited reclaim_patience_s",
+         lambda: room_only_from_a_big_borrower(-300.0), 0.0,
+         [("preempt", "G", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b1-n00", 300.0),
           ("wait", "a", "PreemptingVictims", 1, 300.0)]),
     Case("a gang waiting for one block moves a smaller job off it when that job fits elsewhere now",
          lambda: one_job_in_the_way(1), 0.0,

@@ -43,6 +43,13 @@ def reserved_block_world() -> Any:
     return builder
 
 
+def starving_gang_world() -> Any:
+    """fraud's nominal 16 held by its own preemptible q1 and q2 (q2 the newer); search lends 48."""
+    return (make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+            .run(make_job("q1").pods(1, 8), "b0-n00", started=-4000)
+            .run(make_job("q2").pods(1, 8), "b0-n01", started=-3000))
+
+
 QUOTA = [
     Case("fits unused nominal: admitted nominal",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=16).pending(make_job("a").pods(1, 8)).build(),
@@ -138,6 +145,17 @@ QUOTA = [
                   make_job("b").pods(1, 8).non_preemptible().submitted(1)).build(),
          0.0, [("reserve", "head", "b0-n01 b0-n02", 1800.0), ("reserve", "b", "b0-n00", 4 * H - 3000),
                ("wait", "head", "QuotaFull", 1, 1800.0), ("wait", "b", "QuotaFull", 2, 4 * H - 3000)]),
+    Case("a gang that has waited 2 h and could only borrow takes its team's nominal from the team's own newer "
+         "preemptible work, which becomes borrowed (the newest first), so a reclaim stops that work, not the gang",
+         lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-3 * H)).build(),
+         0.0, [("admit", "g", "nominal", "b0-n02:0-7 b0-n03:0-7"), ("relabel", "q2", "borrowed", "g"),
+               ("relabel", "q1", "borrowed", "g")]),
+    Case("... not before it has waited 2 h: it borrows",
+         lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-2 * H + 60)).build(),
+         0.0, [("admit", "g", "borrowed", "b0-n02:0-7 b0-n03:0-7")]),
+    Case("... nor for small work, which does not starve (service levels promote it)",
+         lambda: starving_gang_world().pending(make_job("g").pods(1, 8).submitted(-3 * H)).build(),
+         0.0, [("admit", "g", "borrowed", "b0-n02:0-7")]),
     Case("scavenger work runs on idle units outside quota",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0)
          .pending(make_job("a").pods(1, 8).priority("scavenger")).build(),
