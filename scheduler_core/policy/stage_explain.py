@@ -108,12 +108,15 @@ class Explainer:
         its shape fits (and its quota allows), after those before it. On the reservations' timeline (time
         limits) unless the snapshot says how long jobs really run or which notebooks are idle: then on the
         likely one (``_guess``), where reserved jobs are planned too and start no later than reserved."""
+        to_plan = [waiting for job_id in self.processed
+                   if (waiting := self.waiting.get(job_id)) is not None and (not waiting.planned or waiting.reserved)]
+        if not to_plan:
+            return                      # nothing to plan: the likely timeline is not worth building
         guess = self._guess()
         timeline = self.work.timeline if guess is None else guess.timeline
-        for job_id in self.processed:
-            waiting = self.waiting.get(job_id)
-            if waiting is None or (waiting.planned and not (guess is not None and waiting.reserved)):
-                continue
+        for waiting in to_plan:
+            if waiting.planned and guess is None:
+                continue                # reserved, and only a likely timeline could tell it sooner
             request = waiting.job.request
             earliest = self._earliest(waiting, timeline, guess)
             reclaim, best = earliest.reclaim, earliest.slot
@@ -173,10 +176,18 @@ class Explainer:
         if not runtimes.known and not any(job.idle_since is not None for job in work.running):
             return None
         leaving, now = work.leaving, self.now
+        ends: dict[str, float] = {}
 
         def end_of(job: RunningJob) -> float:
-            until = leaving.get(job.request.id)
-            return until if until is not None else expected_end(job, now, runtimes)
+            """Asked twice per job (timeline, clock): worked out once."""
+            job_id = job.request.id
+            end = ends.get(job_id)
+            if end is None:
+                end = leaving.get(job_id)
+                if end is None:
+                    end = expected_end(job, now, runtimes)
+                ends[job_id] = end
+            return end
 
         timeline = Timeline(work.cap, list(work.running) + work.admitted, now, end_of=end_of)
         for held in work.victim_slots:

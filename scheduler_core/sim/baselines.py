@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..policy.types import Policy
 from ..policy.decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
 from ..policy.snapshot import AdmittedAs, NodeState, PendingJob, Placement, RunningJob, Snapshot, TeamState
-from .freemap import FreeMap, placement_key
+from .freemap import CarriedFree, FreeMap, placement_key
 
 POLICIES = ("fifo", "kueue", "easy")
 
@@ -42,10 +42,13 @@ class _Cycle:
     _empty: FreeMap | None = None
     _after: FreeMap | None = None
     _after_failed: set[tuple[object, ...]] = field(default_factory=set)
+    #: The running jobs' units per (team, flavour), for ``QuotaBook`` (read only).
+    quota_usage: dict[tuple[str, str], int] | None = None
 
     @classmethod
     def start(cls, snapshot: Snapshot, now: float) -> _Cycle:
-        cycle = cls(snapshot, now, FreeMap(snapshot.nodes, snapshot.running), CycleResult(now=now))
+        carried = _CARRIED.update(snapshot.nodes, snapshot.running)
+        cycle = cls(snapshot, now, carried.free.copy(), CycleResult(now=now), quota_usage=carried.usage)
         cycle.result.preempts.extend(time_limit_preempts(snapshot.running, now))
         cycle.signalled = {p.job_id for p in cycle.result.preempts}
         return cycle
@@ -128,6 +131,8 @@ class _Cycle:
 
 
 _EMPTY: dict[tuple[tuple[str, str], ...], FreeMap] = {}
+#: The free map and quota usage of the last snapshot's running jobs (a memo: each pass copies what it changes).
+_CARRIED = CarriedFree()
 
 
 def _empty_map(nodes: tuple[NodeState, ...]) -> FreeMap:
@@ -164,12 +169,17 @@ class QuotaBook:
     *borrowed* within its borrowing limit while the pool lasts.
     """
 
-    def __init__(self, teams: dict[str, TeamState], running: Iterable[RunningJob]) -> None:
+    def __init__(self, teams: dict[str, TeamState], running: Iterable[RunningJob],
+                 usage: dict[tuple[str, str], int] | None = None) -> None:
+        """``usage``: the running jobs' units per (team, flavour) when the caller knows them (``CarriedFree``)."""
         self.teams = teams
-        self.usage: dict[tuple[str, str], int] = {}
-        for job in running:
-            key = (job.request.team, job.placement.flavour)
-            self.usage[key] = self.usage.get(key, 0) + job.request.units
+        if usage is not None:
+            self.usage = dict(usage)
+        else:
+            self.usage = {}
+            for job in running:
+                key = (job.request.team, job.placement.flavour)
+                self.usage[key] = self.usage.get(key, 0) + job.request.units
         self.pool: dict[tuple[str, str], int] = {}
         self.pool_used: dict[tuple[str, str], int] = {}
         for team in teams.values():
@@ -249,7 +259,7 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
     a partition is left pending, no other jobs in that partition will be scheduled"). A job listing several
     flavours may still start on one whose queue is not blocked."""
     cycle = _Cycle.start(snapshot, now)
-    book = QuotaBook(dict(snapshot.teams), snapshot.running)
+    book = QuotaBook(dict(snapshot.teams), snapshot.running, cycle.quota_usage)
     heads: dict[str, str] = {}   # flavour -> the job that blocks its queue
     for pending in _by_submission(snapshot.pending):
         request = pending.request
@@ -278,7 +288,7 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
 def kueue(snapshot: Snapshot, now: float) -> CycleResult:
     """Kueue with BestEffortFIFO queues in one cohort: quota, borrowing, reclaim; no reservation; first fit."""
     cycle = _Cycle.start(snapshot, now)
-    book = QuotaBook(dict(snapshot.teams), snapshot.running)
+    book = QuotaBook(dict(snapshot.teams), snapshot.running, cycle.quota_usage)
     queues: dict[str, list[PendingJob]] = {}
     for pending in snapshot.pending:
         queues.setdefault(pending.request.team, []).append(pending)
@@ -395,7 +405,7 @@ def _reclaim_victims(cycle: _Cycle, book: QuotaBook, pending: PendingJob, flavou
 def easy(snapshot: Snapshot, now: float) -> CycleResult:
     """EASY backfill: FIFO, one reservation for the first job that does not fit, backfill that cannot delay it."""
     cycle = _Cycle.start(snapshot, now)
-    book = QuotaBook(dict(snapshot.teams), snapshot.running)
+    book = QuotaBook(dict(snapshot.teams), snapshot.running, cycle.quota_usage)
     ending = {p.job_id for p in cycle.result.preempts}
     reservation: Reserve | None = None
     reserved: frozenset[str] = frozenset()
