@@ -341,9 +341,12 @@ def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrow
 class QuotaClock:
     """When quota will let a job in, replaying the ends of the jobs that hold it (for estimated starts).
 
-    The *base* is the cycle's starting point: usage per team (``base_usage``) and the (end, team, flavour,
-    units) of the running jobs that make it up. A team's usage only falls as its jobs end, so replaying those
-    ends in time order is exact, and the replay is built once per cycle, as far as questions reach.
+    The *base* is the cycle's starting point: usage per team (``base_usage``), its nominal part
+    (``base_nominal``) and the (end, team, flavour, units, nominal) of the running jobs that make them up. A
+    team's usage only falls as its jobs end, so replaying those ends in time order is exact, and the replay is
+    built once per cycle, as far as questions reach. A job fits as nominal when the team's *nominal* usage
+    leaves room for it, as ``QuotaLedger.verdict`` counts it: a team's borrowed jobs stay borrowed after its
+    nominal jobs end, and do not hold its nominal quota.
 
     What the cycle itself adds — admissions, and reservations (held from now, without holes, like their
     nodes) — are *changes* on top: the asking team's own are counted exactly, every other team's as taking
@@ -353,16 +356,20 @@ class QuotaClock:
     """
 
     def __init__(self, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],
-                 holdings: Iterable[tuple[float, str, str, int]]) -> None:
+                 holdings: Iterable[tuple[float, str, str, int, bool]],
+                 base_nominal: Mapping[tuple[str, str], int] | None = None) -> None:
+        """``holdings``: (end, team, flavour, units, counted as nominal) of the running jobs in quota;
+        ``base_nominal``: the nominal part of ``base_usage`` (default: all of it)."""
         self.ledger = ledger
         self.base_usage = dict(base_usage)
-        self.ends: dict[tuple[str, str], list[tuple[float, str, int]]] = {}
-        lists: dict[tuple[str, str], list[tuple[float, str, int]]] = {}     # (team, flavour) → its cohort's list
-        for end, team, flavour, units in holdings:
+        self.base_nominal = self.base_usage if base_nominal is None else dict(base_nominal)
+        self.ends: dict[tuple[str, str], list[tuple[float, str, int, int]]] = {}
+        lists: dict[tuple[str, str], list[tuple[float, str, int, int]]] = {}   # (team, flavour) → its cohort's
+        for end, team, flavour, units, nominal in holdings:
             rows = lists.get((team, flavour))
             if rows is None:
                 rows = lists[(team, flavour)] = self.ends.setdefault(self._key(team, flavour), [])
-            rows.append((end, team, units))
+            rows.append((end, team, units, units if nominal else 0))
         for rows in self.ends.values():
             rows.sort()
         self._replays: dict[tuple[str, str], _Replay] = {}
@@ -413,7 +420,9 @@ class QuotaClock:
         if replay is None:
             members = self.ledger.members.get(state.cohort, [])
             usage = {team: self.base_usage.get((team, flavour), 0) for team in members}
-            replay = self._replays[key] = _Replay(self.ledger, flavour, members, usage, self.ends.get(key, []))
+            nominal = {team: self.base_nominal.get((team, flavour), 0) for team in members}
+            replay = self._replays[key] = _Replay(self.ledger, flavour, members, usage, nominal,
+                                                  self.ends.get(key, []))
         return replay.earliest(request, quota, preemptible, changes)
 
 
@@ -471,9 +480,9 @@ class _Replay:
     galloping search finds the first such k, and the replay is extended only as far as questions reach."""
 
     def __init__(self, ledger: QuotaLedger, flavour: str, members: list[str], usage: dict[str, int],
-                 ends: list[tuple[float, str, int]]) -> None:
+                 nominal: dict[str, int], ends: list[tuple[float, str, int, int]]) -> None:
         self.ends = ends
-        self.times = [end for end, _, _ in ends]
+        self.times = [end for end, _, _, _ in ends]
         self.terms: dict[str, tuple[int, int] | None] = {}
         for team in members:
             state = ledger.teams.get(team)
@@ -482,7 +491,9 @@ class _Replay:
                 quota.nominal, quota.nominal if quota.lending_limit is None else quota.lending_limit)
         self.current = dict(usage)
         self.pool = [sum(self._net(team, usage[team]) for team in members)]
-        self.steps: dict[str, tuple[list[int], list[int]]] = {team: ([0], [used]) for team, used in usage.items()}
+        #: Per team, the ends (by index) at which its usage moved, and its usage and nominal usage after each.
+        self.steps: dict[str, tuple[list[int], list[int], list[int]]] = {
+            team: ([0], [used], [nominal.get(team, 0)]) for team, used in usage.items()}
 
     def _net(self, team: str, usage: int) -> int:
         """What ``team`` adds to the pool at ``usage``: its offer minus its borrowing."""
@@ -498,7 +509,7 @@ class _Replay:
         current, steps, terms, ends = self.current, self.steps, self.terms, self.ends
         append = self.pool.append
         for index in range(len(self.pool), min(k, len(ends)) + 1):
-            _, team, units = ends[index - 1]
+            _, team, units, nominal_units = ends[index - 1]
             if team in terms:
                 before = current[team]
                 after = before - units
@@ -511,14 +522,17 @@ class _Replay:
                     spare0, spare1 = nominal - before, nominal - after
                     pool += ((min(lendable, spare1) if spare1 > 0 else spare1)
                              - (min(lendable, spare0) if spare0 > 0 else spare0))
-                ks, values = steps[team]
+                ks, values, nominals = steps[team]
                 ks.append(index)
                 values.append(after)
+                nominals.append(nominals[-1] - nominal_units)
             append(pool)
 
-    def _usage(self, team: str, k: int) -> int:
-        ks, values = self.steps.get(team, ([0], [0]))
-        return values[bisect_right(ks, k) - 1]
+    def _usage(self, team: str, k: int) -> tuple[int, int]:
+        """The team's usage and nominal usage after the first ``k`` ends."""
+        ks, values, nominals = self.steps.get(team, ([0], [0], [0]))
+        at = bisect_right(ks, k) - 1
+        return values[at], nominals[at]
 
     def earliest(self, request: JobRequest, quota: Quota, preemptible: bool,
                  changes: _Changes | None) -> float | None:
@@ -529,14 +543,14 @@ class _Replay:
         def fits(at: float) -> bool:
             k = bisect_right(times, at)
             self._extend(k)
-            base = self._usage(team, k)
+            base, nominal_base = self._usage(team, k)
             others = own = 0
             if changes is not None:
                 total, own = changes.active(at, team)
                 others = total - own
             after = base + own + request.units
-            if after <= quota.nominal:
-                return True
+            if nominal_base + own + request.units <= quota.nominal:
+                return True             # in as nominal, as ``QuotaLedger.verdict`` counts it (the cycle's own: all)
             if not preemptible:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:

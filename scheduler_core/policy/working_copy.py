@@ -83,12 +83,6 @@ class _Alloc:
     memory_gb: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class _Ending:
-    end: float
-    job: RunningJob
-
-
 def _index(snapshot: Snapshot, now: float) -> Working:
     """Free units, quota usage and the timeline of returning units: built from the snapshot, or brought up to
     date from the last pass's (``Snapshot.carried``)."""
@@ -110,6 +104,7 @@ class WorkingCopy:
         self.cap, self.ledger, self.timeline = indexed.cap, indexed.ledger, indexed.timeline
         self.capacity_totals = indexed.totals
         self._base_usage = dict(self.ledger.usage)
+        self._base_nominal = dict(self.ledger.nominal_usage)
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         #: Jobs leaving (signalled before or during this pass), with when their units come back.
         self.leaving: dict[str, float] = {}
@@ -135,7 +130,7 @@ class WorkingCopy:
         self.held: HeldQuota = _NO_HOLDS
         self._held_cache: dict[tuple[int, int], HeldQuota] = {}
         self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
-        self._ends: list[_Ending] | None = None
+        self._ends: list[tuple[float, int]] | None = None
         #: Told of each job :meth:`release` marks leaving (the preemption stage keeps its lists up to date).
         self.on_release: list[Callable[[RunningJob], None]] = []
 
@@ -278,15 +273,15 @@ class WorkingCopy:
         """Quota units (all, of which nominal) per (team, flavour) of running jobs that end by ``at``."""
         hit = self._ended_cache.get(at)
         if hit is None:
-            if self._ends is None:           # (end, job) of the running jobs in quota, soonest first
-                self._ends = sorted((_Ending(self.leaving.get(job.request.id, job_end(job, self.now)), job)
-                                     for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER),
-                                    key=_ending_end)
+            if self._ends is None:           # (end, position) of the running jobs in quota, soonest first
+                self._ends = sorted((end, i) for i, (end, job) in enumerate(zip(self._quota_ends(), self.running))
+                                    if job.admitted_as is not AdmittedAs.SCAVENGER)
             hit = {}
-            for ending in self._ends:
-                if ending.end > at:
+            running = self.running
+            for end, i in self._ends:
+                if end > at:
                     break
-                job = ending.job
+                job = running[i]
                 key = (job.request.team, job.placement.flavour)
                 total, nominal = hit.get(key, (0, 0))
                 units = job.request.units
@@ -302,24 +297,30 @@ class WorkingCopy:
     def quota_clock(self) -> QuotaClock:
         """When quota frees up: built on first use from the pass's starting point, then told of what it adds."""
         if self._clock is None:
-            holdings = [(self.leaving.get(job.request.id, job_end(job, self.now)), job.request.team,
-                         job.placement.flavour, job.request.units)
-                        for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
-            self._clock = QuotaClock(self.ledger, self._base_usage, holdings)
+            holdings = [(end, job.request.team, job.placement.flavour, job.request.units,
+                         job.admitted_as is AdmittedAs.NOMINAL)
+                        for end, job in zip(self._quota_ends(), self.running)
+                        if job.admitted_as is not AdmittedAs.SCAVENGER]
+            self._clock = QuotaClock(self.ledger, self._base_usage, holdings, self._base_nominal)
             for h in self._holdings:
                 self._clock.add(h.end, h.team, h.flavour, h.units)
         return self._clock
 
+    def _quota_ends(self) -> list[float]:
+        """When each running job (in ``running``'s order) gives its quota back, as the plan knows it: at its
+        leaving time if it is leaving, else ``job_end`` (its time limit, or now if past it)."""
+        leaving, now = self.leaving, self.now
+        return [until if (until := leaving.get(job.request.id)) is not None
+                else max(job.started_at + job.request.time_limit_s, now) for job in self.running]
+
     def likely_clock(self, end_of: Callable[[RunningJob], float]) -> QuotaClock:
         """A fresh quota clock from the pass's starting point with running jobs ending at ``end_of``."""
-        holdings = [(end_of(job), job.request.team, job.placement.flavour, job.request.units)
+        holdings = [(end_of(job), job.request.team, job.placement.flavour, job.request.units,
+                     job.admitted_as is AdmittedAs.NOMINAL)
                     for job in self.running if job.admitted_as is not AdmittedAs.SCAVENGER]
-        return QuotaClock(self.ledger, self._base_usage, holdings)
+        return QuotaClock(self.ledger, self._base_usage, holdings, self._base_nominal)
 
 
 def _hold_start(hold: QuotaHold) -> float:
     return hold.start
 
-
-def _ending_end(ending: _Ending) -> float:
-    return ending.end

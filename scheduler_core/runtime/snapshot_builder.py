@@ -9,15 +9,17 @@ running placements, decayed usage) is rebuilt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from ..model.cluster import Node
-from ..model.team import TeamConfig
+from ..model.team import Quota, TeamConfig
 from ..policy.carried import CarriedIndex
 from ..policy.snapshot import (JobRequest, NodeState, PendingJob, PolicyConfig, RunningJob, RunTimes, Snapshot,
                                TeamState)
 from ..store.records import JobRecord, JobState, NodeRecord
 
 _DEFAULT_SHAPE = (192, 2048, 8)
+_NO_USAGE: Mapping[str, float] = MappingProxyType({})
 
 
 class SnapshotBuilder:
@@ -32,6 +34,7 @@ class SnapshotBuilder:
         self._running: dict[str, tuple[JobRecord, RunningJob]] = {}
         self._node_states: dict[str, tuple[Node, NodeState]] = {}
         self._nodes: tuple[list[NodeRecord], tuple[NodeState, ...]] | None = None
+        self._quotas: dict[str, tuple[TeamConfig, Mapping[str, Quota]]] = {}
         #: The policy's index of the running jobs, carried from one snapshot's pass to the next.
         self.carried = CarriedIndex()
 
@@ -63,13 +66,22 @@ class SnapshotBuilder:
         really run, for estimated starts."""
         return Snapshot(
             nodes=self._node_tuple(list(nodes)),
-            teams={team.name: TeamState.from_config(team, decayed_usage.get(team.name)) for team in teams},
+            teams={team.name: self._team_state(team, decayed_usage.get(team.name)) for team in teams},
             pending=tuple(self._pending_job(record, now) for record in pending),
             running=tuple(self._running_job(record) for record in running),
             config=self.config,
             runtimes=runtimes,
             carried=self.carried,
         )
+
+    def _team_state(self, team: TeamConfig, usage: Mapping[str, float] | None) -> TeamState:
+        """``TeamState.from_config``, its quotas' read-only view made once per team config (every pass builds
+        forty of these)."""
+        quotas = self._quotas.get(team.name)
+        if quotas is None or quotas[0] is not team:
+            quotas = self._quotas[team.name] = (team, MappingProxyType(team.quotas))
+        return TeamState(name=team.name, cohort=team.cohort, weight=team.weight, quotas=quotas[1],
+                         decayed_usage=MappingProxyType(dict(usage)) if usage else _NO_USAGE)
 
     def _node_tuple(self, records: list[NodeRecord]) -> tuple[NodeState, ...]:
         """The same tuple as last time while the store hands back the same node records (``MemoryStore`` does

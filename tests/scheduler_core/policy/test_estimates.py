@@ -90,6 +90,16 @@ def own_work_holds_the_nominal() -> Snapshot:
     return replace(built, runtimes=RunTimes(by_kind={"batch": (1.0,) * MIN_RUNTIME_SAMPLES}))
 
 
+def borrowed_beside_the_nominal() -> Snapshot:
+    """``fraud`` (nominal 8) runs a non-preemptible 8-GPU job on its nominal until 1 h from now and a 4-GPU job
+    borrowed from ``vision`` until 3 h from now; its non-preemptible 8-GPU job waits (QuotaFull). The borrowed
+    job does not hold the nominal: in at 1 h, as nominal, not at 3 h."""
+    return (make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(8, 8)).team("vision", h100=8)
+            .run(make_job("n").limit(2 * H).non_preemptible(), "b0-n00", started=NOW - H)
+            .run(make_job("b").pods(1, 4).limit(4 * H), "b0-n01", started=NOW - H, admitted="borrowed")
+            .pending(make_job("wait").pods(1, 8).non_preemptible().submitted(NOW - MIN)).build())
+
+
 @dataclass(frozen=True)
 class Case:
     snapshot: Callable[[], Snapshot]
@@ -142,6 +152,10 @@ CASES = {
     # end at 50 min), not when the work ends (3 h 50 min).
     "a non-preemptible job gets in once its team's own work can be relabelled borrowed": Case(
         own_work_holds_the_nominal, NOW + 50 * MIN, note="lately", reason="QuotaFull"),
+    # The quota clock counts the team's nominal usage, as admission does: its borrowed job (ending at 3 h)
+    # stays borrowed when the nominal job ends (1 h), so the nominal is free then; reserved from then too.
+    "a team's borrowed work does not hold its nominal": Case(borrowed_beside_the_nominal, NOW + H,
+                                                            reason="QuotaFull"),
     "a borrower past its minimum run time is reclaimed at once": Case(
         lambda: borrowers_inside_min_run_time(1, NOW - H), None, reason="PreemptingVictims"),
 }
