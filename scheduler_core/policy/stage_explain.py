@@ -18,7 +18,7 @@ from .estimates import expected_duration, expected_end, idle_release
 from .quota import QuotaClock
 from .reservation import Slot, Timeline, job_end
 from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
-from .stage_preempt import ReclaimEstimate, grace, patience_ends, proportionate_units
+from .stage_preempt import ReclaimEstimate, after_patience, grace, proportionate_units
 from .working_copy import WorkingCopy
 
 
@@ -242,12 +242,10 @@ class Explainer:
                 break
         if not count:
             return None
-        patient = (patience_ends(pending, self.config) + most_grace if got > proportionate_units(request.units)
-                   else self.now)
-        if patient > last:
-            last = patient
-            note = (f"after it has waited {format_duration(self.config.reclaim_patience_s)} for borrowers near its "
-                    f"size: then {count} far larger borrowed job(s) are stopped for it")
+        patient = (after_patience(pending, self.config, count, most_grace, reclaim=True)
+                   if got > proportionate_units(request.units) else None)
+        if patient is not None and patient.at > last:
+            last, note = patient.at, patient.note
         elif held.get("young"):
             note = (f"after the {format_duration(self.config.min_run_time_s)} minimum run time of "
                     f"{held['young']} borrowed job(s)")

@@ -147,11 +147,9 @@ class Preemptor:
         if (strategy is Strategy.NOW and not reclaim_only and band is not Band.CRITICAL
                 and not self._proportionate(pending, verdict, choice.found)):
             # Room out of proportion: it waits its patience for units that come back as jobs end.
-            most_grace = max(grace(v.job) for v in choice.found.victims)
-            self.patience[request.id] = ReclaimEstimate(
-                patience_ends(pending, self.config) + most_grace,
-                f"after it has waited {format_duration(self.config.reclaim_patience_s)} for room: then "
-                f"{len(choice.found.victims)} far larger job(s) are stopped for it")
+            victims = choice.found.victims
+            self.patience[request.id] = after_patience(pending, self.config, len(victims),
+                                                       max(grace(v.job) for v in victims), reclaim=False)
             return None
         if strategy is Strategy.MIGRATE:
             found = self._moves(pending, pool, verdict, ctx, small, eligible, choice.found)
@@ -533,6 +531,16 @@ def proportionate_units(need: int) -> int:
 def patience_ends(pending: PendingJob, config: PolicyConfig) -> float:
     """When a reclaim may stop borrowers out of proportion to it (:meth:`Preemptor._proportionate`)."""
     return pending.queued_at + config.reclaim_patience_s
+
+
+def after_patience(pending: PendingJob, config: PolicyConfig, count: int, most_grace: float, *,
+                   reclaim: bool) -> ReclaimEstimate:
+    """When ``count`` victims out of proportion to ``pending`` will have left: its patience, then the longest
+    of their graces; ``reclaim``: they are borrowers it reclaims from, else jobs it stops for room."""
+    waited, stopped = ("borrowers near its size", "borrowed job(s)") if reclaim else ("room", "job(s)")
+    return ReclaimEstimate(patience_ends(pending, config) + most_grace,
+                           f"after it has waited {format_duration(config.reclaim_patience_s)} for {waited}: then "
+                           f"{count} far larger {stopped} are stopped for it")
 
 
 def _max_moves(request: JobRequest, config: PolicyConfig) -> int:

@@ -17,7 +17,7 @@ Placement is first fit (``freemap``), with the same hard rules as Shoal's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..policy.types import Policy
@@ -43,7 +43,7 @@ class _Cycle:
     _after: FreeMap | None = None
     _after_failed: set[tuple[object, ...]] = field(default_factory=set)
     #: The running jobs' units per (team, flavour), for ``QuotaBook`` (read only).
-    quota_usage: dict[tuple[str, str], int] | None = None
+    quota_usage: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
     def start(cls, snapshot: Snapshot, now: float) -> _Cycle:
@@ -169,17 +169,10 @@ class QuotaBook:
     *borrowed* within its borrowing limit while the pool lasts.
     """
 
-    def __init__(self, teams: dict[str, TeamState], running: Iterable[RunningJob],
-                 usage: dict[tuple[str, str], int] | None = None) -> None:
-        """``usage``: the running jobs' units per (team, flavour) when the caller knows them (``CarriedFree``)."""
+    def __init__(self, teams: dict[str, TeamState], usage: Mapping[tuple[str, str], int]) -> None:
+        """``usage``: the running jobs' units per (team, flavour) (``CarriedFree.usage``)."""
         self.teams = teams
-        if usage is not None:
-            self.usage = dict(usage)
-        else:
-            self.usage = {}
-            for job in running:
-                key = (job.request.team, job.placement.flavour)
-                self.usage[key] = self.usage.get(key, 0) + job.request.units
+        self.usage = dict(usage)
         self.pool: dict[tuple[str, str], int] = {}
         self.pool_used: dict[tuple[str, str], int] = {}
         for team in teams.values():
@@ -259,7 +252,7 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
     a partition is left pending, no other jobs in that partition will be scheduled"). A job listing several
     flavours may still start on one whose queue is not blocked."""
     cycle = _Cycle.start(snapshot, now)
-    book = QuotaBook(dict(snapshot.teams), snapshot.running, cycle.quota_usage)
+    book = QuotaBook(dict(snapshot.teams), cycle.quota_usage)
     heads: dict[str, str] = {}   # flavour -> the job that blocks its queue
     for pending in _by_submission(snapshot.pending):
         request = pending.request
@@ -288,7 +281,7 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
 def kueue(snapshot: Snapshot, now: float) -> CycleResult:
     """Kueue with BestEffortFIFO queues in one cohort: quota, borrowing, reclaim; no reservation; first fit."""
     cycle = _Cycle.start(snapshot, now)
-    book = QuotaBook(dict(snapshot.teams), snapshot.running, cycle.quota_usage)
+    book = QuotaBook(dict(snapshot.teams), cycle.quota_usage)
     queues: dict[str, list[PendingJob]] = {}
     for pending in snapshot.pending:
         queues.setdefault(pending.request.team, []).append(pending)
@@ -405,7 +398,7 @@ def _reclaim_victims(cycle: _Cycle, book: QuotaBook, pending: PendingJob, flavou
 def easy(snapshot: Snapshot, now: float) -> CycleResult:
     """EASY backfill: FIFO, one reservation for the first job that does not fit, backfill that cannot delay it."""
     cycle = _Cycle.start(snapshot, now)
-    book = QuotaBook(dict(snapshot.teams), snapshot.running, cycle.quota_usage)
+    book = QuotaBook(dict(snapshot.teams), cycle.quota_usage)
     ending = {p.job_id for p in cycle.result.preempts}
     reservation: Reserve | None = None
     reserved: frozenset[str] = frozenset()

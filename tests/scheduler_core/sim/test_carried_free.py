@@ -20,7 +20,7 @@ from scheduler_core.sim.freemap import CarriedFree, FreeMap
 
 from ..policy.test_carried import _events, _nonzero
 from ..policy.test_properties import SETTINGS, describe, worlds
-from .builders import job, nodes, snapshot
+from .builders import job, nodes, snapshot, unhealthy
 
 
 def _assert_same(carried: CarriedFree, snap: Snapshot) -> None:
@@ -69,10 +69,13 @@ def test_a_unit_passed_from_an_ended_job_to_a_new_one_stays_taken() -> None:
 
 
 def test_new_nodes_rebuild_the_map() -> None:
-    """Nodes in a new tuple (a node changed health) are never carried over: the map is built afresh."""
+    """Nodes in a new tuple (a node changed health) are never carried over: the map is built afresh, so a node
+    gone to repair no longer counts its free units (a carried map would still count all 16)."""
+    cluster = nodes("b0", 2)
     carried = CarriedFree()
-    busy = snapshot(nodes("b0", 2), running=[job("busy").gpus(8).limit(10_000).running(["b0-n00"])], pending=[])
-    carried.update(busy.nodes, busy.running)
-    empty = snapshot(nodes("b0", 2), running=[], pending=[])
-    carried.update(empty.nodes, empty.running)
+    first = snapshot(cluster, pending=[])
+    carried.update(first.nodes, first.running)
     assert carried.free.free_units("h100") == 16
+    sick = snapshot([cluster[0], unhealthy(cluster[1])], pending=[])
+    carried.update(sick.nodes, sick.running)
+    assert carried.free.free_units("h100") == 8
