@@ -36,9 +36,14 @@ class UsageLedger:
     def decayed(self, now: float) -> dict[str, dict[str, float]]:
         """Every team's decayed usage at ``now`` (fresh dicts the caller may keep)."""
         result: dict[str, dict[str, float]] = {}
+        factors: dict[float, float] = {}     # most teams were last decayed at the same instant: one power each
         for team, (as_of, values) in self._teams.items():
             if now > as_of:
-                values = self._decayed(values, now - as_of)
+                elapsed = now - as_of
+                factor = factors.get(elapsed)
+                if factor is None:
+                    factor = factors[elapsed] = decay(1.0, elapsed, self._half_life_s)
+                values = {resource: value * factor for resource, value in values.items()}
                 self._teams[team] = (now, values)
             result[team] = dict(values)
         return result

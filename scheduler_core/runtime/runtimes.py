@@ -14,7 +14,6 @@ Kept in memory: after a restart the history starts again from the time limits, a
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 from typing import TypeVar
 
 from ..policy.snapshot import MIN_RUNTIME_SAMPLES, RunTimes
@@ -32,6 +31,10 @@ class RunTimeHistory:
     def __init__(self) -> None:
         self._team: dict[tuple[str, str], deque[float]] = {}
         self._kind: dict[str, deque[float]] = {}
+        #: Each key's samples sorted, kept per key: a new sample re-sorts only its own two keys (the simulator
+        #: asks for the snapshot after every job that ends, among hundreds of keys).
+        self._team_sorted: dict[tuple[str, str], tuple[float, ...]] = {}
+        self._kind_sorted: dict[str, tuple[float, ...]] = {}
         self._snapshot: RunTimes | None = RunTimes()
 
     def observe(self, team: str, kind: str, held_s: float, limit_s: float) -> None:
@@ -39,17 +42,23 @@ class RunTimeHistory:
         if limit_s <= 0 or held_s < 0:
             return
         ratio = min(held_s / limit_s, 1.0)
-        self._team.setdefault((team, kind), deque(maxlen=TEAM_SAMPLES)).append(ratio)
-        self._kind.setdefault(kind, deque(maxlen=KIND_SAMPLES)).append(ratio)
+        _add(self._team, self._team_sorted, (team, kind), ratio, TEAM_SAMPLES)
+        _add(self._kind, self._kind_sorted, kind, ratio, KIND_SAMPLES)
         self._snapshot = None
 
     def runtimes(self) -> RunTimes:
-        """The sorted samples as the policy reads them (rebuilt only after a new sample)."""
+        """The sorted samples as the policy reads them (new mappings only after a new sample)."""
         if self._snapshot is None:
-            self._snapshot = RunTimes(by_team=_sorted(self._team), by_kind=_sorted(self._kind))
+            self._snapshot = RunTimes(by_team=dict(self._team_sorted), by_kind=dict(self._kind_sorted))
         return self._snapshot
 
 
-def _sorted(history: Mapping[K, deque[float]]) -> dict[K, tuple[float, ...]]:
-    """Each key's samples in order, for the keys with enough of them to speak."""
-    return {key: tuple(sorted(values)) for key, values in history.items() if len(values) >= MIN_SAMPLES}
+def _add(history: dict[K, deque[float]], ordered: dict[K, tuple[float, ...]], key: K, ratio: float,
+         keep: int) -> None:
+    """Add ``ratio`` to ``key``'s last ``keep`` samples, and its sorted samples once it has enough to speak."""
+    samples = history.get(key)
+    if samples is None:
+        samples = history[key] = deque(maxlen=keep)
+    samples.append(ratio)
+    if len(samples) >= MIN_SAMPLES:
+        ordered[key] = tuple(sorted(samples))
