@@ -102,13 +102,13 @@ class Preemptor:
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
         self._leaving_lists: dict[str, list[_LeavingEntry]] | None = None
+        self._released_seen = 0
         self._unclaimed: dict[tuple[str, int, int], _Unclaimed] = {}
         #: Victim candidates per (flavour, band, team, strategy, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
         self._movable_cache: dict[tuple[str, int, int], list[Victim]] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}
-        work.on_release.append(self._on_release)
 
     def preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
                 miss: Miss, strategy: Strategy, slot: Slot | None = None) -> VictimsPending | None:
@@ -452,23 +452,28 @@ class Preemptor:
 
     def _leaving_victims(self, flavour: str) -> list[_LeavingEntry]:
         """Jobs on ``flavour`` that are leaving (signalled before or during this cycle), soonest gone first;
-        built once, then kept up to date as the working copy releases jobs (``_on_release``)."""
-        if self._leaving_lists is None:
-            self._leaving_lists = {}
+        built once, then caught up with the jobs the working copy released since (``WorkingCopy.released``).
+
+        A log the stage reads, not a callback the working copy calls: a callback would tie the working copy and
+        this stage in a reference cycle, and every pass's whole working copy would then wait for the cyclic
+        garbage collector instead of being freed when the pass returns."""
+        lists = self._leaving_lists
+        released = self.work.released
+        if lists is None:
+            lists = self._leaving_lists = {}
             for job in self.work.running:
                 if job.request.id in self.work.leaving:
-                    self._add_leaving(job)
-        return self._leaving_lists.get(flavour, [])
+                    self._add_leaving(job, self.work.leaving[job.request.id])
+        else:
+            for job, until in released[self._released_seen:]:
+                self._add_leaving(job, until)
+        self._released_seen = len(released)
+        return lists.get(flavour, [])
 
-    def _on_release(self, job: RunningJob) -> None:
-        if self._leaving_lists is not None:
-            self._add_leaving(job)
-
-    def _add_leaving(self, job: RunningJob) -> None:
+    def _add_leaving(self, job: RunningJob, until: float) -> None:
         assert self._leaving_lists is not None
         v = self._victim(job)
-        insort(self._leaving_lists.setdefault(job.placement.flavour, []),
-               _LeavingEntry(self.work.leaving[v.id], v.id, v))
+        insort(self._leaving_lists.setdefault(job.placement.flavour, []), _LeavingEntry(until, v.id, v))
 
     # -- signalling ------------------------------------------------------------------------------------------
 

@@ -131,8 +131,9 @@ class WorkingCopy:
         self._held_cache: dict[tuple[int, int], HeldQuota] = {}
         self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
         self._ends: list[tuple[float, int]] | None = None
-        #: Told of each job :meth:`release` marks leaving (the preemption stage keeps its lists up to date).
-        self.on_release: list[Callable[[RunningJob], None]] = []
+        #: Each job :meth:`release` marked leaving, and until when, in order (stages that keep their own lists
+        #: of leaving jobs catch up from it).
+        self.released: list[tuple[RunningJob, float]] = []
 
     def _tally_running(self) -> None:
         """Each team's allocation, and the jobs already leaving (and for whom)."""
@@ -199,8 +200,7 @@ class WorkingCopy:
         self.leaving[job.request.id] = until
         self._ends = None
         self.timeline.set_until(job.request, job.placement, until)
-        for listener in self.on_release:
-            listener(job)
+        self.released.append((job, until))
 
     def relabel(self, jobs: list[RunningJob], flavour: str, for_job: str) -> None:
         """The team's own ``jobs`` count as borrowed from now, so that ``for_job`` takes their nominal quota."""

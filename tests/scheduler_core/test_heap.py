@@ -1,4 +1,5 @@
-"""``freeze_start_up_heap``: start-up's live objects leave the collector's scans; its garbage is freed first."""
+"""The collector's settings: start-up's live objects leave its scans (its garbage freed first); a replay
+collects less often."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler_core.runtime.heap import freeze_start_up_heap
+from scheduler_core.runtime.heap import fewer_young_collections, freeze_start_up_heap
 
 
 class _Node:
@@ -35,3 +36,12 @@ def test_live_objects_are_frozen_and_cycles_of_garbage_are_freed_first(unfrozen:
     assert not any(obj is kept for obj in gc.get_objects())  # frozen objects are outside every generation
     after = _Node()
     assert any(obj is after for obj in gc.get_objects())     # what the loop allocates later is collected as usual
+
+
+def test_a_replay_collects_less_often_and_puts_the_settings_back() -> None:
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError):
+        with fewer_young_collections(5_000):
+            assert gc.get_threshold()[0] == 5_000
+            raise RuntimeError("the replay failed")
+    assert gc.get_threshold() == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import importlib
 from pathlib import Path
 
@@ -43,3 +44,24 @@ def test_stage_outcomes_are_frozen_records_with_slots(module: str) -> None:
         assert hasattr(value, "__slots__"), f"{module}.{name} has no slots"
         if name not in MUTABLE:
             assert value.__dataclass_params__.frozen, f"{module}.{name} is not frozen"  # type: ignore[attr-defined]
+
+
+def test_a_pass_leaves_no_reference_cycle() -> None:
+    """Everything a pass builds is freed by reference counting when it returns. A cycle (a stage's callback kept
+    by the working copy it reads, as once) leaves every pass's whole working copy to the cyclic collector: on a
+    busy Tuesday's replay that was a sixth of the run time (docs/BENCHMARKS.md)."""
+    from scheduler_core.policy.cycle import run_cycle
+    from scheduler_core.policy.working_copy import WorkingCopy
+
+    from .test_preemption_and_backfill import one_job_in_the_way
+
+    snapshot = one_job_in_the_way(free_in_b1=1)
+    gc.collect()
+    gc.disable()
+    try:
+        result = run_cycle(snapshot, 0.0)
+        left = [obj for obj in gc.get_objects() if isinstance(obj, WorkingCopy)]
+    finally:
+        gc.enable()
+    assert result.preempts, "the pass went through the preemption stage, whose lists follow released jobs"
+    assert left == []
