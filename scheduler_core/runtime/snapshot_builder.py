@@ -76,12 +76,12 @@ class SnapshotBuilder:
 
     def _team_state(self, team: TeamConfig, usage: Mapping[str, float] | None) -> TeamState:
         """``TeamState.from_config``, its quotas' read-only view made once per team config (every pass builds
-        forty of these)."""
+        forty of these). ``usage`` is the caller's to give away (``UsageLedger.decayed`` hands out fresh dicts)."""
         quotas = self._quotas.get(team.name)
         if quotas is None or quotas[0] is not team:
             quotas = self._quotas[team.name] = (team, MappingProxyType(team.quotas))
-        return TeamState(name=team.name, cohort=team.cohort, weight=team.weight, quotas=quotas[1],
-                         decayed_usage=MappingProxyType(dict(usage)) if usage else _NO_USAGE)
+        return TeamState(team.name, team.cohort, team.weight, quotas[1],
+                         MappingProxyType(usage) if usage else _NO_USAGE)
 
     def _node_tuple(self, records: list[NodeRecord]) -> tuple[NodeState, ...]:
         """The same tuple as last time while the store hands back the same node records (``MemoryStore`` does

@@ -17,7 +17,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..controller import Controller, ControllerConfig
 from ..executor.sim import SimExecutor
@@ -173,7 +173,7 @@ def _replay(workload: Workload, policy: str | Policy, config: SimConfig, policy_
         waits = _fitting_waits(store, state, step.cycle)
         waste.open(waits, {f: healthy - allocated for f, (allocated, healthy, _) in state.items()})
         series.add(at, store.pending_count, store.holding_count, {
-            f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for wait in waits.get(f, ())))
+            f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for _, wait in waits.get(f, ())))
             for f, (allocated, healthy, fitting) in state.items()})
         last_step = at
         progress.update(at, store.pending_count, store.holding_count, len(jobs) - next_job, store.measured_open)
@@ -196,20 +196,21 @@ ADMISSIBLE = frozenset({Reason.WAITING_FOR_CAPACITY.value, Reason.WAITING_FOR_TO
 
 
 def _fitting_waits(store: RecordingStore, state: dict[str, tuple[int, int, bool]],
-                   cycle: CycleResult | None) -> dict[str, list[Wait]]:
-    """Per flavour, the waits of the pending jobs that would fit its idle units by count (their first flavour),
-    named by their workload ids."""
+                   cycle: CycleResult | None) -> dict[str, list[tuple[str, Wait]]]:
+    """Per flavour, the pending jobs that would fit its idle units by count (their first flavour): each job's
+    workload id and its wait."""
     if cycle is None or not any(fitting for _, _, fitting in state.values()):
         return {}
-    found: dict[str, list[Wait]] = {}
+    found: dict[str, list[tuple[str, Wait]]] = {}
+    jobs = store.workload_jobs
     for wait in cycle.waits:
-        job = store.workload_jobs.get(wait.job_id)
+        job = jobs.get(wait.job_id)
         if job is None:
             continue
         flavour = job.spec.flavour[0]
         allocated, healthy, fitting = state[flavour]
         if fitting and job.units <= healthy - allocated:
-            found.setdefault(flavour, []).append(replace(wait, job_id=job.id))
+            found.setdefault(flavour, []).append((job.id, wait))
     return found
 
 

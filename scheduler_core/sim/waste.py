@@ -36,35 +36,42 @@ class WasteLedger:
     def __init__(self, units_per_gpu: Mapping[str, int]) -> None:
         self.units_per_gpu = units_per_gpu
         self.gpu_s: dict[str, float] = {}
-        self.why: dict[str, tuple[str, str, str]] = {}
+        #: Each job's last fitting wait: its flavour and the policy's ``Wait``.
+        self.why: dict[str, tuple[str, Wait]] = {}
         self.wait_s: dict[str, float] = {}
         self._shares: list[tuple[str, float]] = []
         self._reasons: set[str] = set()
 
-    def open(self, fitting: Mapping[str, Sequence[Wait]], idle_units: Mapping[str, int]) -> None:
-        """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs."""
-        self._shares = []
-        self._reasons = set()
+    def open(self, fitting: Mapping[str, Sequence[tuple[str, Wait]]], idle_units: Mapping[str, int]) -> None:
+        """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs
+        (each named by its workload id, with its wait)."""
+        shares: list[tuple[str, float]] = []
+        reasons: set[str] = set()
+        why = self.why
         for flavour, waits in fitting.items():
             if not waits:
                 continue
             share = max(0, idle_units.get(flavour, 0)) / self.units_per_gpu.get(flavour, 1) / len(waits)
-            for wait in waits:
-                self._shares.append((wait.job_id, share))
-                self._reasons.add(f"{flavour}/{wait.reason.value}")
-                self.why[wait.job_id] = (flavour, wait.reason.value, wait.message)
+            for job_id, wait in waits:
+                shares.append((job_id, share))
+                why[job_id] = (flavour, wait)
+            reasons.update(f"{flavour}/{reason.value}" for reason in {wait.reason for _, wait in waits})
+        self._shares = shares
+        self._reasons = reasons
 
     def charge(self, seconds: float) -> None:
         """The spans opened last lasted ``seconds``."""
+        gpu_s = self.gpu_s
         for job_id, share in self._shares:
-            self.gpu_s[job_id] = self.gpu_s.get(job_id, 0.0) + share * seconds
+            gpu_s[job_id] = gpu_s.get(job_id, 0.0) + share * seconds
         for key in self._reasons:
             self.wait_s[key] = self.wait_s.get(key, 0.0) + seconds
 
     def top(self, count: int) -> list[Waste]:
         """The ``count`` jobs with the largest shares, largest first."""
         ranked = sorted(self.gpu_s.items(), key=lambda item: (-item[1], item[0]))[:count]
-        return [Waste(job_id, gpu_s, *self.why[job_id]) for job_id, gpu_s in ranked]
+        return [Waste(job_id, gpu_s, self.why[job_id][0], self.why[job_id][1].reason.value,
+                      self.why[job_id][1].message) for job_id, gpu_s in ranked]
 
 
 def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
