@@ -291,8 +291,8 @@ class Controller:
                 self._event(EventKind.STOP, Why.CANCEL_REQUESTED, now, record, "cancel requested")
                 holding[job_id] = self._stop(gang, Stop.CANCEL, grace_s=record.spec.checkpoint.grace_period,
                                              requeue=False, now=now, report=report, message="cancelled")
-            elif (gang.stop is None and not gang.all_started
-                  and now - gang.launched_at >= self.config.readiness_timeout_s):
+            elif (gang.stop is None and not gang.marked_running and not gang.all_started
+                  and now - gang.launched_at >= self.config.readiness_timeout_s):   # marked: all started
                 waiting = sorted({gang.nodes[r] for r in range(gang.pods) if r not in gang.started})
                 gang.avoid.update(waiting)
                 self._event(EventKind.STOP, Why.READINESS_TIMEOUT, now, record,

@@ -52,6 +52,10 @@ class MemoryStore(Store):
         self._jobs: dict[str, JobRecord] = {}
         self._order: dict[str, tuple[float, int]] = {}      # job id → (submitted_at, sequence): the list order
         self._by_state: dict[JobState, dict[str, None]] = {state: {} for state in JobState}
+        #: The ids in each set of states ``list_jobs`` was asked for, in list order, kept so as jobs move (the
+        #: controller lists the pending and the holding jobs every step; sorting them each time was a twentieth
+        #: of a replay).
+        self._listed: dict[frozenset[JobState], list[str]] = {}
         self._by_team: dict[str, dict[str, None]] = {}
         self._idempotency: dict[str, str] = {}               # key → job id
         self._held: dict[Unit, str] = {}                      # unit → job id holding it
@@ -130,9 +134,13 @@ class MemoryStore(Store):
             if states is None:
                 ids = self._by_team.get(team, {}) if team is not None else self._jobs
             else:
-                wanted = set(states)
+                wanted = frozenset(states)
                 if team is None:
-                    ids = [i for state in wanted for i in self._by_state[state]]
+                    listed = self._listed.get(wanted)
+                    if listed is None:
+                        listed = self._listed[wanted] = sorted(
+                            (i for state in wanted for i in self._by_state[state]), key=self._order.__getitem__)
+                    return [self._jobs[i] for i in (listed if limit is None else listed[:max(limit, 0)])]
                 else:
                     team_ids = self._by_team.get(team, {})
                     by_state = sum(len(self._by_state[state]) for state in wanted)
@@ -488,6 +496,7 @@ class MemoryStore(Store):
         self._jobs[job_id] = record
         self._order[job_id] = (now, len(self._order))
         self._by_state[JobState.PENDING][job_id] = None
+        self._moved(job_id, None, JobState.PENDING)
         self._by_team.setdefault(spec.team, {})[job_id] = None
         return record
 
@@ -529,8 +538,21 @@ class MemoryStore(Store):
         if old.state is not record.state:
             del self._by_state[old.state][record.id]
             self._by_state[record.state][record.id] = None
+            self._moved(record.id, old.state, record.state)
         self._jobs[record.id] = record
         return record
+
+    def _moved(self, job_id: str, old: JobState | None, new: JobState) -> None:
+        """Keep each listed set of states in list order as a job enters or leaves it."""
+        order = self._order.__getitem__
+        for states, ids in self._listed.items():
+            was = old in states
+            if was is (new in states):
+                continue
+            if was:
+                del ids[bisect.bisect_left(ids, order(job_id), key=order)]
+            else:
+                bisect.insort(ids, job_id, key=order)
 
     def _units_of(self, job: JobRecord, placement: Placement) -> list[Unit]:
         """The units ``placement`` names, after checking it is a placement of this job's shape on known nodes."""
