@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..model.team import Quota
 from ..policy.types import Policy
 from ..policy.decisions import Admit, CycleResult, Preempt, PreemptReason, Reason, Reserve, Wait
 from ..policy.snapshot import AdmittedAs, NodeState, PendingJob, Placement, RunningJob, Snapshot, TeamState
@@ -37,9 +38,7 @@ class _Cycle:
     free: FreeMap
     result: CycleResult
     failed: set[tuple[object, ...]] = field(default_factory=set)
-    never: dict[tuple[object, ...], bool] = field(default_factory=dict)
     signalled: set[str] = field(default_factory=set)
-    _empty: FreeMap | None = None
     _after: FreeMap | None = None
     _after_failed: set[tuple[object, ...]] = field(default_factory=set)
     #: The running jobs' units per (team, flavour), for ``QuotaBook`` (read only).
@@ -103,15 +102,17 @@ class _Cycle:
 
     def can_ever_fit(self, pending: PendingJob) -> bool:
         """Whether the job fits the healthy cluster with nothing running (else waiting for it blocks for ever)."""
+        empty = _empty_cluster(self.snapshot.nodes)
         key = (pending.request.shape, pending.restart_block, pending.avoid_nodes)
-        if key not in self.never:
-            if self._empty is None:
-                self._empty = _empty_map(self.snapshot.nodes)
-            self.never[key] = any(
-                self._empty.place(pending.request, f, restart_block=pending.restart_block,
-                                  avoid=pending.avoid_nodes) is not None
+        fits = empty.fits.get(key)
+        if fits is None:
+            if len(empty.fits) >= 10_000:
+                empty.fits.clear()
+            fits = empty.fits[key] = any(
+                empty.free.place(pending.request, f, restart_block=pending.restart_block,
+                                 avoid=pending.avoid_nodes) is not None
                 for f in pending.request.flavours)
-        return self.never[key]
+        return fits
 
     def why(self, pending: PendingJob) -> tuple[Reason, str]:
         """Why a job that did not fit waits: no such flavour, not enough free units, or units in the wrong places."""
@@ -130,20 +131,34 @@ class _Cycle:
         self.result.waits.append(Wait(pending.request.id, reason, message, position, estimated_start))
 
 
-_EMPTY: dict[tuple[tuple[str, str], ...], FreeMap] = {}
+@dataclass(slots=True)
+class _Empty:
+    """The cluster with nothing running, and whether each shape fits it: the same cycle after cycle while no
+    node's health changes (memoising pure functions of the nodes keeps the policy pure). Read only but ``fits``."""
+
+    free: FreeMap
+    fits: dict[tuple[object, ...], bool]
+
+
+_EMPTY: dict[tuple[tuple[str, str], ...], _Empty] = {}
+#: The last nodes asked for and their ``_Empty``: the snapshot builder hands over the very same nodes tuple while
+#: no node changes.
+_LAST_EMPTY: list[tuple[tuple[NodeState, ...], _Empty]] = []
 #: The free map and quota usage of the last snapshot's running jobs (a memo: each pass copies what it changes).
 _CARRIED = CarriedFree()
 
 
-def _empty_map(nodes: tuple[NodeState, ...]) -> FreeMap:
-    """The cluster with nothing running, memoised on the nodes' names and health (it is the same map cycle after
-    cycle; memoising a pure function keeps the policy pure). Callers must not change it."""
+def _empty_cluster(nodes: tuple[NodeState, ...]) -> _Empty:
+    """``_Empty`` for ``nodes``, memoised on the nodes' names and health."""
+    if _LAST_EMPTY and _LAST_EMPTY[0][0] is nodes and isinstance(nodes, tuple):
+        return _LAST_EMPTY[0][1]
     key = tuple((node.name, str(node.health)) for node in nodes)
     found = _EMPTY.get(key)
     if found is None:
         if len(_EMPTY) >= 8:
             _EMPTY.clear()
-        found = _EMPTY[key] = FreeMap(nodes)
+        found = _EMPTY[key] = _Empty(FreeMap(nodes), {})
+    _LAST_EMPTY[:] = [(nodes, found)]
     return found
 
 
@@ -158,6 +173,23 @@ def time_limit_preempts(running: Iterable[RunningJob], now: float) -> list[Preem
 
 def _by_submission(pending: Iterable[PendingJob]) -> list[PendingJob]:
     return sorted(pending, key=lambda p: (p.request.submitted_at, p.request.id))
+
+
+#: Per team: its quotas and cohort, and the terms ``_quota_terms`` derived from them.
+_TERMS: dict[str, tuple[Mapping[str, Quota], str, tuple[tuple[str, tuple[str, str], int, int], ...]]] = {}
+
+
+def _quota_terms(team: TeamState) -> tuple[tuple[str, tuple[str, str], int, int], ...]:
+    """Per flavour of ``team``'s quotas: (flavour, its cohort pool's key, the lendable part, the part of its own
+    alone). Derived again only when the team's quotas object or cohort changes: every pass builds a ``QuotaBook``
+    over forty teams, whose quotas the snapshot builder hands over as the same objects while they stay the same."""
+    cached = _TERMS.get(team.name)
+    if cached is not None and cached[0] is team.quotas and cached[1] == team.cohort:
+        return cached[2]
+    terms = tuple((flavour, (team.cohort, flavour), QuotaBook._lendable(team, flavour),
+                   team.nominal(flavour) - QuotaBook._lendable(team, flavour)) for flavour in team.quotas)
+    _TERMS[team.name] = (team.quotas, team.cohort, terms)
+    return terms
 
 
 class QuotaBook:
@@ -175,12 +207,11 @@ class QuotaBook:
         self.usage = dict(usage)
         self.pool: dict[tuple[str, str], int] = {}
         self.pool_used: dict[tuple[str, str], int] = {}
+        pool, pool_used = self.pool, self.pool_used
         for team in teams.values():
-            for flavour, quota in team.quotas.items():
-                key = (team.cohort, flavour)
-                self.pool[key] = self.pool.get(key, 0) + self._lendable(team, flavour)
-                self.pool_used[key] = self.pool_used.get(key, 0) + self._drawn(team, flavour, self.used(team.name,
-                                                                                                        flavour))
+            for flavour, key, lendable, own in _quota_terms(team):
+                pool[key] = pool.get(key, 0) + lendable
+                pool_used[key] = pool_used.get(key, 0) + max(0, usage.get((team.name, flavour), 0) - own)
 
     def used(self, team: str, flavour: str) -> int:
         return self.usage.get((team, flavour), 0)

@@ -194,3 +194,17 @@ def test_fifo_queues_per_flavour_as_slurm_does_per_partition() -> None:
     assert admitted(result) == ["a100-small", "either"]
     assert {a.job_id: a.placement.flavour for a in result.admits}["either"] == "a100"
     assert "behind big" in next(w.message for w in result.waits if w.job_id == "h100-small")
+
+
+@pytest.mark.parametrize("policy", ["fifo", "kueue", "easy"])
+def test_a_job_that_never_fits_the_healthy_cluster_fits_once_its_nodes_are_repaired(policy: str) -> None:
+    """Whether a shape fits the empty cluster is remembered from pass to pass, but only for the same nodes in the
+    same health: a repair is seen at once."""
+    cluster = nodes("b0", 2)
+    pending = [job("huge").gpus(16).required(TopologyLevel.BLOCK).at(1).build()]
+    broken = BASELINES[policy](snapshot([cluster[0], unhealthy(cluster[1])], pending=pending), 5)
+    again = BASELINES[policy](snapshot([cluster[0], unhealthy(cluster[1])], pending=pending), 15)
+    assert [(w.reason, w.message) for w in broken.waits] == [(w.reason, w.message) for w in again.waits] == [
+        (Reason.WAITING_FOR_TOPOLOGY, "does not fit this cluster's healthy nodes even when empty")]
+    repaired = BASELINES[policy](snapshot(cluster, pending=pending), 25)
+    assert admitted(repaired) == ["huge"]
