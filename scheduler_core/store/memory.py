@@ -273,9 +273,7 @@ class MemoryStore(Store):
                         reason, message, position, estimated_start):
                     continue
                 since, waited_s = room_wait(job.room_wait_since, job.room_waited_s, reason, now)
-                self._jobs[job_id] = dataclasses.replace(
-                    job, wait_reason=reason, wait_message=message, queue_position=position,
-                    estimated_start=estimated_start, room_wait_since=since, room_waited_s=waited_s)
+                self._jobs[job_id] = job.with_wait(reason, message, position, estimated_start, since, waited_s)
             return stored
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:

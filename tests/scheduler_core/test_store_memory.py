@@ -3,6 +3,7 @@ lists by state kept in order as jobs move."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler_core.errors import Conflict, NotFound
 from scheduler_core.model.allocation import AdmittedAs
+from scheduler_core.model.reasons import Reason
 from scheduler_core.store.base import Store
 from scheduler_core.store.memory import MemoryStore
 from scheduler_core.store.records import JobState
@@ -69,3 +71,20 @@ def test_listing_by_state_stays_in_submission_order_as_jobs_move(ops: list[tuple
         wanted = STATE_SETS[which]
         assert [j.id for j in store.list_jobs(states=wanted)] == [j.id for j in store.list_jobs()
                                                                    if j.state in wanted]
+
+
+def test_a_record_with_a_new_wait_changes_those_fields_and_no_other() -> None:
+    store = MemoryStore(seed=1)
+    store.sync_nodes(cluster_nodes())
+    store.sync_teams(team_configs())
+    job = store.submit(make_spec("j").build(), user="ana", now=1.0)
+    # every field set away from its default, so a field taken from the wrong position shows
+    full = dataclasses.replace(job, front_of_queue=True, admitted_at=2.0, labelled_at=3.0, started_at=4.0,
+                               finished_at=5.0, terminate_by=6.0, requeue_on_exit=True, restarts=1,
+                               infra_restarts=2, preemptions=3, attained_gpu_s=7.0, restart_block="b0",
+                               avoid_nodes=frozenset({"n"}), exit_code=9, message="m", cancel_requested=True,
+                               checkpoint_requested=True, epoch=4, idle_since=8.0, idle_limit_s=10.0)
+    changed = full.with_wait(Reason.QUOTA_FULL, "full", 3, 99.0, 11.0, 12.0)
+    assert changed == dataclasses.replace(full, wait_reason=Reason.QUOTA_FULL, wait_message="full",
+                                          queue_position=3, estimated_start=99.0, room_wait_since=11.0,
+                                          room_waited_s=12.0)
