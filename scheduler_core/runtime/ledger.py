@@ -27,7 +27,7 @@ class UsageLedger:
         """Add ``amounts`` (resource → amount) used by ``team``, as of instant ``at``."""
         as_of, values = self._teams.get(team, (at, dict.fromkeys(RESOURCES, 0.0)))
         if at > as_of:
-            values = self._decayed(values, at - as_of)
+            values = _scaled(values, decay(1.0, at - as_of, self._half_life_s))
             as_of = at
         for resource, amount in amounts.items():
             values[resource] = values.get(resource, 0.0) + decay(amount, as_of - at, self._half_life_s)
@@ -43,13 +43,16 @@ class UsageLedger:
                 factor = factors.get(elapsed)
                 if factor is None:
                     factor = factors[elapsed] = decay(1.0, elapsed, self._half_life_s)
-                values = {resource: value * factor for resource, value in values.items()}
+                values = _scaled(values, factor)
                 self._teams[team] = (now, values)
             result[team] = dict(values)
         return result
 
-    def _decayed(self, values: dict[str, float], elapsed: float) -> dict[str, float]:
-        return {resource: decay(value, elapsed, self._half_life_s) for resource, value in values.items()}
+
+
+def _scaled(values: dict[str, float], factor: float) -> dict[str, float]:
+    """``values`` decayed by ``factor`` (``decay(1.0, elapsed, half_life)``: the same floats as decaying each)."""
+    return {resource: value * factor for resource, value in values.items()}
 
 
 def usage_amounts(flavour: str, units: int, pods: int, cpus_per_pod: int, memory_gb_per_pod: int,

@@ -186,8 +186,9 @@ def _quota_terms(team: TeamState) -> tuple[tuple[str, tuple[str, str], int, int]
     cached = _TERMS.get(team.name)
     if cached is not None and cached[0] is team.quotas and cached[1] == team.cohort:
         return cached[2]
-    terms = tuple((flavour, (team.cohort, flavour), QuotaBook._lendable(team, flavour),
-                   team.nominal(flavour) - QuotaBook._lendable(team, flavour)) for flavour in team.quotas)
+    lendable = {flavour: QuotaBook._lendable(team, flavour) for flavour in team.quotas}
+    terms = tuple((flavour, (team.cohort, flavour), lendable[flavour], team.nominal(flavour) - lendable[flavour])
+                  for flavour in team.quotas)
     _TERMS[team.name] = (team.quotas, team.cohort, terms)
     return terms
 

@@ -130,25 +130,19 @@ class MemoryStore(Store):
     def list_jobs(self, *, team: str | None = None, states: Iterable[JobState] | None = None,
                   limit: int | None = None) -> list[JobRecord]:
         with self._lock:
-            ids: Iterable[str]
+            ordered: list[str]
             if states is None:
-                ids = self._by_team.get(team, {}) if team is not None else self._jobs
+                ordered = self._in_order(self._by_team.get(team, {}) if team is not None else self._jobs)
+            elif team is None:
+                ordered = self._listed_in(frozenset(states))
             else:
-                wanted = frozenset(states)
-                if team is None:
-                    listed = self._listed.get(wanted)
-                    if listed is None:
-                        listed = self._listed[wanted] = sorted(
-                            (i for state in wanted for i in self._by_state[state]), key=self._order.__getitem__)
-                    return [self._jobs[i] for i in (listed if limit is None else listed[:max(limit, 0)])]
+                wanted = set(states)
+                team_ids = self._by_team.get(team, {})
+                if len(team_ids) <= sum(len(self._by_state[state]) for state in wanted):
+                    ordered = self._in_order(i for i in team_ids if self._jobs[i].state in wanted)
                 else:
-                    team_ids = self._by_team.get(team, {})
-                    by_state = sum(len(self._by_state[state]) for state in wanted)
-                    if len(team_ids) <= by_state:
-                        ids = [i for i in team_ids if self._jobs[i].state in wanted]
-                    else:
-                        ids = [i for state in wanted for i in self._by_state[state] if self._jobs[i].spec.team == team]
-            ordered = sorted(ids, key=self._order.__getitem__)
+                    ordered = self._in_order(i for state in wanted for i in self._by_state[state]
+                                             if self._jobs[i].spec.team == team)
             if limit is not None:
                 ordered = ordered[:max(limit, 0)]
             return [self._jobs[i] for i in ordered]
@@ -539,6 +533,16 @@ class MemoryStore(Store):
             self._moved(record.id, old.state, record.state)
         self._jobs[record.id] = record
         return record
+
+    def _in_order(self, ids: Iterable[str]) -> list[str]:
+        return sorted(ids, key=self._order.__getitem__)
+
+    def _listed_in(self, states: frozenset[JobState]) -> list[str]:
+        """The ids of the jobs in ``states``, in list order: kept from one call to the next (``_moved``)."""
+        listed = self._listed.get(states)
+        if listed is None:
+            listed = self._listed[states] = self._in_order(i for state in states for i in self._by_state[state])
+        return listed
 
     def _moved(self, job_id: str, old: JobState | None, new: JobState) -> None:
         """Keep each listed set of states in list order as a job enters or leaves it."""
