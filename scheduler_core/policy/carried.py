@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from .capacity import Capacity
 from .fairshare import cluster_capacity
-from .quota import QuotaLedger
+from .quota import QuotaEnds, QuotaLedger
 from .reservation import Timeline
 from .snapshot import NodeState, RunningJob, TeamState
 
@@ -37,18 +37,20 @@ _FREE = -math.inf
 
 @dataclass(frozen=True, slots=True)
 class Working:
-    """One pass's own indexes: change them freely. ``totals``: ``cluster_capacity(nodes)``, shared (read only)."""
+    """One pass's own indexes: change them freely. ``totals``: ``cluster_capacity(nodes)``, shared (read only);
+    ``quota_ends``: the running jobs' quota holdings (read only: ``QuotaEnds.at`` gives a pass its own lists)."""
 
     cap: Capacity
     ledger: QuotaLedger
     timeline: Timeline
     totals: tuple[float, float, float]
+    quota_ends: QuotaEnds | None = None
 
 
 class CarriedIndex:
     """Free units, unit end times and quota usage of the running jobs of the last snapshot seen."""
 
-    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_ends", "_low", "_high", "_view", "_ordered",
+    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_quota_ends", "_ends", "_low", "_high", "_view", "_ordered",
                  "_open", "_busy_until", "_floating", "_totals", "rebuilds", "updates")
 
     def __init__(self) -> None:
@@ -57,6 +59,7 @@ class CarriedIndex:
         self._jobs: dict[str, RunningJob] = {}
         self._cap: Capacity | None = None
         self._ledger: QuotaLedger | None = None
+        self._quota_ends: QuotaEnds | None = None
         #: flavour → node position in the pool → unit → when the job holding it ends (``_FREE``: free). A row
         #: is replaced, never changed, once made: a pass's timeline may share it (``Timeline.from_times``).
         self._ends: dict[str, list[list[float]]] = {}
@@ -88,7 +91,7 @@ class CarriedIndex:
             self._update(running)
         assert self._cap is not None and self._ledger is not None
         cap = self._cap.copy()
-        return Working(cap, self._ledger.copy(teams), self._timeline(cap, now), self._totals)
+        return Working(cap, self._ledger.copy(teams), self._timeline(cap, now), self._totals, self._quota_ends)
 
     # -- keeping the base --------------------------------------------------------------------------------------
 
@@ -121,6 +124,7 @@ class CarriedIndex:
         self._cap = Capacity(nodes, running)
         self._totals = cluster_capacity(nodes)
         self._ledger = QuotaLedger(teams, running)
+        self._quota_ends = QuotaEnds(teams, running)
         self._ends = {flavour: [[_FREE] * c for c in pool.cap] for flavour, pool in self._cap.pools.items()}
         self._low = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
         self._high = {flavour: [_FREE] * len(rows) for flavour, rows in self._ends.items()}
@@ -157,19 +161,21 @@ class CarriedIndex:
             self._add(job)
 
     def _add(self, job: RunningJob) -> None:
-        assert self._cap is not None and self._ledger is not None
+        assert self._cap is not None and self._ledger is not None and self._quota_ends is not None
         self.updates += 1
         self._jobs[job.request.id] = job
         self._cap.occupy(job.request, job.placement)
         self._ledger.count(job, +1)
+        self._quota_ends.count(job, +1)
         self._set_ends(job, held=True)
 
     def _remove(self, job: RunningJob) -> None:
-        assert self._cap is not None and self._ledger is not None
+        assert self._cap is not None and self._ledger is not None and self._quota_ends is not None
         self.updates += 1
         del self._jobs[job.request.id]
         self._cap.release(job.request, job.placement)
         self._ledger.count(job, -1)
+        self._quota_ends.count(job, -1)
         self._set_ends(job, held=False)
         self._cap.forget(job.placement)
 

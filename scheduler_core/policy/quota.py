@@ -338,6 +338,76 @@ def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrow
             f"room for {left}")
 
 
+#: A running job's quota holding as ``QuotaClock`` replays it: (end, team, units, of which nominal).
+EndRow = tuple[float, str, int, int]
+
+
+def _end_row(job: RunningJob, end: float) -> EndRow:
+    units = job.request.units
+    return (end, job.request.team, units, units if job.admitted_as is AdmittedAs.NOMINAL else 0)
+
+
+class QuotaEnds:
+    """The running jobs' quota holdings per (cohort, flavour), sorted as ``QuotaClock`` replays them, each at
+    its job's time-limit end: kept by a carried index (``policy.carried``) as jobs come and go, so that a
+    pass's clock does not list and sort every running job again. :meth:`at` gives a pass's lists.
+
+    Scavenger work holds no quota and is left out, as the clock leaves it out. Equal rows are interchangeable,
+    so a job's row is found again by its value."""
+
+    __slots__ = ("_cohorts", "rows")
+
+    def __init__(self, teams: Mapping[str, TeamState], running: Iterable[RunningJob] = ()) -> None:
+        self._cohorts = {name: state.cohort for name, state in teams.items()}
+        self.rows: dict[tuple[str, str], list[EndRow]] = {}
+        for job in running:
+            self.count(job, +1)
+
+    def key(self, team: str, flavour: str) -> tuple[str, str]:
+        """``QuotaClock``'s key: the team's cohort (a team not configured is a cohort of its own) and flavour."""
+        cohort = self._cohorts.get(team)
+        return (cohort if cohort is not None else "team:" + team, flavour)
+
+    def count(self, job: RunningJob, sign: int) -> None:
+        """Add (+1) or take out (-1) a running job's row."""
+        if job.admitted_as is AdmittedAs.SCAVENGER:
+            return
+        rows = self.rows.setdefault(self.key(job.request.team, job.placement.flavour), [])
+        row = _end_row(job, job.started_at + job.request.time_limit_s)
+        if sign > 0:
+            insort(rows, row)
+        else:
+            del rows[bisect_left(rows, row)]
+
+    def at(self, now: float, leaving: Mapping[str, float],
+           jobs: Mapping[str, RunningJob]) -> dict[tuple[str, str], list[EndRow]]:
+        """The lists ``QuotaClock`` sorts from the running jobs at ``now``: a job ``leaving`` (id → when its
+        units come back; ``jobs``: id → the job) at that time, any other at its time-limit end or ``now`` if
+        that has passed. Fresh lists: the caller may keep them while this index moves on."""
+        moved: dict[tuple[str, str], list[tuple[EndRow, EndRow]]] = {}
+        for job_id, until in leaving.items():
+            job = jobs[job_id]
+            if job.admitted_as is not AdmittedAs.SCAVENGER:
+                moved.setdefault(self.key(job.request.team, job.placement.flavour), []).append(
+                    (_end_row(job, job.started_at + job.request.time_limit_s), _end_row(job, until)))
+        out: dict[tuple[str, str], list[EndRow]] = {}
+        for key, rows in self.rows.items():
+            if not rows:
+                continue
+            rows = rows[:]
+            changes = moved.get(key, ())
+            for old, _ in changes:
+                del rows[bisect_left(rows, old)]
+            late = bisect_left(rows, (now,))           # the rows whose end has passed: they end now
+            if late:
+                rows[:late] = [(now, team, units, nominal) for _, team, units, nominal in rows[:late]]
+            if late or changes:
+                rows.extend(new for _, new in changes)
+                rows.sort()
+            out[key] = rows
+        return out
+
+
 class QuotaClock:
     """When quota will let a job in, replaying the ends of the jobs that hold it (for estimated starts).
 
@@ -375,6 +445,16 @@ class QuotaClock:
         self._replays: dict[tuple[str, str], _Replay] = {}
         self._changes: dict[tuple[str, str], _Changes] = {}
         self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
+
+    @classmethod
+    def from_ends(cls, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],
+                  ends: dict[tuple[str, str], list[EndRow]],
+                  base_nominal: Mapping[tuple[str, str], int] | None = None) -> QuotaClock:
+        """The clock ``QuotaClock(ledger, base_usage, holdings, base_nominal)`` builds, from its holdings'
+        sorted lists as :meth:`QuotaEnds.at` gives them (the clock keeps them)."""
+        clock = cls(ledger, base_usage, (), base_nominal)
+        clock.ends = ends
+        return clock
 
     def _key(self, team: str, flavour: str) -> tuple[str, str]:
         state = self.ledger.teams.get(team)

@@ -107,8 +107,11 @@ class Preemptor:
         #: Victim candidates per (flavour, band, team, strategy, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
+        self._young: dict[tuple[object, ...], list[Victim]] = {}
         self._movable_cache: dict[tuple[str, int, int], list[Victim]] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}
+        #: Each search's answer, with the working copy's version it was worked out on (``_search``).
+        self._searched: dict[tuple[object, ...], tuple[int, Found | None]] = {}
 
     def preempt(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
                 miss: Miss, strategy: Strategy, slot: Slot | None = None) -> VictimsPending | None:
@@ -217,9 +220,13 @@ class Preemptor:
         other teams in the cohort near its size, running for at least ``migrate_min_run_s``, cheapest first. The
         minimum run time guards against thrash; here it would make a 1-GPU reclaim stop a 1,024-GPU gang, whose
         GPUs then idle for hours because it cannot borrow them all back, while a young 8-GPU borrower loses
-        minutes (it checkpoints on the way out)."""
+        minutes (it checkpoints on the way out). Cached, as ``_eligible_victims`` is, while no more jobs leave."""
         oversize = proportionate_units(_reclaim_need(pending.request, verdict))
         teams, leaving = self.work.snapshot.teams, self.work.leaving
+        pick = (pool.flavour, pending.request.team, band, cohort, oversize, len(leaving))
+        cached = self._young.get(pick)
+        if cached is not None:
+            return cached
         out: list[Victim] = []
         for job in self.work.running:
             other = teams.get(job.request.team)
@@ -231,6 +238,7 @@ class Preemptor:
                 continue
             out.append(self._victim(job))
         out.sort(key=lambda v: v.key)
+        self._young[pick] = out
         return out
 
     def _movable(self, flavour: str, request: JobRequest) -> list[Victim]:
@@ -309,19 +317,30 @@ class Preemptor:
 
     def _search(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext, small: bool,
                 eligible: list[Victim], oversize: int | None = None) -> Found | None:
-        """The cheapest victims among ``eligible`` that let the job in (quota included), or ``None``."""
+        """The cheapest victims among ``eligible`` that let the job in (quota included), or ``None``.
+
+        The answer is kept while no verb changes the working copy: jobs of one shape and team that wait in a row
+        (a sweep's trials reclaiming their quota) ask the very same question, and a search leaves the copy as it
+        found it. The key holds everything a search reads besides the copy."""
         if not eligible:
             return None
         request = pending.request
         ledger, held = self.work.ledger, self.work.held.now
+        key = (pool.flavour, request.shape, request.team, ctx, small, verdict.reclaim, oversize,
+               tuple(v.id for v in eligible), tuple(held))
+        hit = self._searched.get(key)
+        if hit is not None and hit[0] == self.work.version:
+            return hit[1]
         undo = ledger.hold(held) if held else None
         try:
             target = ledger.reclaim_target(request, pool.flavour) if verdict.reclaim else None
             search = VictimSearch(self.work.cap, ledger, pool, request, ctx, small, target, self._spots, oversize)
-            return search.run(eligible)
+            found = search.run(eligible)
         finally:
             if undo is not None:
                 undo()
+        self._searched[key] = (self.work.version, found)
+        return found
 
     def _proportionate(self, pending: PendingJob, verdict: Verdict, found: Found) -> bool:
         """A reclaim, or a job stopping others for room now, stops at most four times what it needs (or 64 units

@@ -103,11 +103,13 @@ class WorkingCopy:
         indexed = _index(snapshot, now)
         self.cap, self.ledger, self.timeline = indexed.cap, indexed.ledger, indexed.timeline
         self.capacity_totals = indexed.totals
+        self._carried_ends = indexed.quota_ends
         self._base_usage = dict(self.ledger.usage)
         self._base_nominal = dict(self.ledger.nominal_usage)
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         #: Jobs leaving (signalled before or during this pass), with when their units come back.
         self.leaving: dict[str, float] = {}
+        self._leaving_jobs: dict[str, RunningJob] = {}
         #: Jobs signalled for a pending job by an earlier pass, per that job.
         self.victims_for: dict[str, list[RunningJob]] = {}
         self.alloc: dict[str, _Alloc] = {}
@@ -134,6 +136,8 @@ class WorkingCopy:
         #: Each job :meth:`release` marked leaving, and until when, in order (stages that keep their own lists
         #: of leaving jobs catch up from it).
         self.released: list[tuple[RunningJob, float]] = []
+        #: Moved by every verb: a stage may keep what it worked out from the copy while this stays the same.
+        self.version = 0
 
     def _tally_running(self) -> None:
         """Each team's allocation, and the jobs already leaving (and for whom)."""
@@ -148,6 +152,7 @@ class WorkingCopy:
             row.memory_gb += request.pods * request.memory_gb_per_pod
             if job.terminating:
                 self.leaving[job.request.id] = job_end(job, self.now)
+                self._leaving_jobs[job.request.id] = job
                 if job.preempted_for is not None:
                     self.victims_for.setdefault(job.preempted_for, []).append(job)
 
@@ -156,6 +161,7 @@ class WorkingCopy:
     def admit(self, request: JobRequest, pool: Pool, placement: Placement, admitted_as: AdmittedAs, end: float,
               backfill: bool) -> None:
         """Start ``request`` on ``placement`` until ``end``: its units, quota and share are taken now."""
+        self.version += 1
         occupy(self.cap, pool, request, placement, end)
         self.ledger.add(request, pool.flavour, admitted_as)
         if admitted_as is not AdmittedAs.SCAVENGER:
@@ -167,6 +173,7 @@ class WorkingCopy:
 
     def commit(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         """Count a job that waits for its victims as if it ran: its team must not preempt twice for it."""
+        self.version += 1
         self.ledger.add(request, flavour, admitted_as)
         if admitted_as is not AdmittedAs.SCAVENGER:
             self._holding(self.now + request.grace_s + request.time_limit_s, request.team, flavour, request.units)
@@ -174,6 +181,7 @@ class WorkingCopy:
 
     def hold(self, request: JobRequest, slot: Slot) -> None:
         """Keep ``slot``'s units for ``request`` from its start (lower work may use them only if it ends first)."""
+        self.version += 1
         pool = self.cap.pools[slot.flavour]
         add_holds(pool, self.timeline.holds(slot, request.id))
         self.timeline.book(slot, request.time_limit_s)
@@ -187,6 +195,7 @@ class WorkingCopy:
 
     def hold_quota(self, request: JobRequest, slot: Slot, nominal_only: bool) -> None:
         """The quota side of a reservation: backfill may not take what the reserved job needs from its start."""
+        self.version += 1
         insort(self.quota_holds, QuotaHold(slot.start, request.team, slot.flavour, request.units, nominal_only))
         self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
 
@@ -197,13 +206,16 @@ class WorkingCopy:
 
     def release(self, job: RunningJob, until: float) -> None:
         """``job``'s units come back at ``until`` (it is leaving)."""
+        self.version += 1
         self.leaving[job.request.id] = until
+        self._leaving_jobs[job.request.id] = job
         self._ends = None
         self.timeline.set_until(job.request, job.placement, until)
         self.released.append((job, until))
 
     def relabel(self, jobs: list[RunningJob], flavour: str, for_job: str) -> None:
         """The team's own ``jobs`` count as borrowed from now, so that ``for_job`` takes their nominal quota."""
+        self.version += 1
         for job in jobs:
             self.ledger.relabel(job.request, flavour, AdmittedAs.NOMINAL, AdmittedAs.BORROWED)
             self.relabelled.add(job.request.id)
@@ -295,13 +307,18 @@ class WorkingCopy:
             self._clock.add(end, team, flavour, units)
 
     def quota_clock(self) -> QuotaClock:
-        """When quota frees up: built on first use from the pass's starting point, then told of what it adds."""
+        """When quota frees up: built on first use from the pass's starting point (from the carried index's sorted
+        holdings when there is one), then told of what it adds."""
         if self._clock is None:
-            holdings = [(end, job.request.team, job.placement.flavour, job.request.units,
-                         job.admitted_as is AdmittedAs.NOMINAL)
-                        for end, job in zip(self._quota_ends(), self.running)
-                        if job.admitted_as is not AdmittedAs.SCAVENGER]
-            self._clock = QuotaClock(self.ledger, self._base_usage, holdings, self._base_nominal)
+            if self._carried_ends is not None:
+                ends = self._carried_ends.at(self.now, self.leaving, self._leaving_jobs)
+                self._clock = QuotaClock.from_ends(self.ledger, self._base_usage, ends, self._base_nominal)
+            else:
+                holdings = [(end, job.request.team, job.placement.flavour, job.request.units,
+                             job.admitted_as is AdmittedAs.NOMINAL)
+                            for end, job in zip(self._quota_ends(), self.running)
+                            if job.admitted_as is not AdmittedAs.SCAVENGER]
+                self._clock = QuotaClock(self.ledger, self._base_usage, holdings, self._base_nominal)
             for h in self._holdings:
                 self._clock.add(h.end, h.team, h.flavour, h.units)
         return self._clock

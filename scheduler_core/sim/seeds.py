@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -76,14 +78,27 @@ class Pair:
 
 
 @lru_cache(maxsize=2)
-def _workload(args: WorkloadArgs, seed: int) -> Workload:
-    """A process builds each workload once (a trace's is the same for every seed)."""
-    return load_workload(args, seed)[0]
+def _workload(args: WorkloadArgs, seed: int, shelf: Path | None = None) -> Workload:
+    """A process builds each workload once (a trace's is the same for every seed), or reads it from ``shelf``,
+    the run's directory of workloads already built by a sibling process."""
+    if shelf is None:
+        return load_workload(args, seed)[0]
+    path = shelf / f"{seed}.pickle"
+    if path.exists():
+        with path.open("rb") as f:
+            loaded: Workload = pickle.load(f)   # written by this run's own processes, in its own directory
+        return loaded
+    workload = load_workload(args, seed)[0]
+    # Written whole, then renamed: a sibling reads a finished file or none (and then builds its own).
+    with tempfile.NamedTemporaryFile(dir=shelf, suffix=".part", delete=False) as part:
+        pickle.dump(workload, part, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(part.name, path)
+    return workload
 
 
-def run_pair(args: WorkloadArgs, config: SimConfig, pair: Pair) -> dict[str, Any]:
+def run_pair(args: WorkloadArgs, config: SimConfig, pair: Pair, shelf: Path | None = None) -> dict[str, Any]:
     """One pair's summary, with the cluster it ran on (what a worker process returns: no records cross)."""
-    workload = _workload(args, pair.seed if args.seeded else 0)
+    workload = _workload(args, pair.seed if args.seeded else 0, shelf)
     record = simulate(workload, pair.policy, replace(config, seed=pair.seed, progress=False))
     summary = summarise(record)
     summary["cluster"] = describe_cluster(workload)
@@ -93,7 +108,8 @@ def run_pair(args: WorkloadArgs, config: SimConfig, pair: Pair) -> dict[str, Any
 def run_all(args: WorkloadArgs, config: SimConfig, seeds: Sequence[int], policies: Sequence[str], *,
             jobs: int | None = None, progress: bool = True) -> list[dict[str, Any]]:
     """Every (seed, policy) pair, in ``jobs`` processes (default: the machine's cores; 1 runs them here), rows
-    in seed then policy order whatever order they finish in."""
+    in seed then policy order whatever order they finish in. The processes share each seed's workload through
+    a temporary directory: building one (about a second for a Tuesday) takes longer than reading it back."""
     pairs = [Pair(seed, policy) for seed in seeds for policy in policies]
     workers = max(1, min(jobs or os.cpu_count() or 1, len(pairs)))
     results: dict[Pair, dict[str, Any]] = {}
@@ -105,9 +121,10 @@ def run_all(args: WorkloadArgs, config: SimConfig, seeds: Sequence[int], policie
         return [results[pair] for pair in pairs]
     # Forked workers inherit the imported modules; every task is submitted (and so every process forked) before
     # the progress bar exists, so no thread of it is copied into them.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_fork_context()) as pool:
-        futures: dict[Future[dict[str, Any]], Pair] = {pool.submit(run_pair, args, config, pair): pair
-                                                       for pair in pairs}
+    with tempfile.TemporaryDirectory(prefix="shoal-seeds-") as shelf, \
+            ProcessPoolExecutor(max_workers=workers, mp_context=_fork_context()) as pool:
+        futures: dict[Future[dict[str, Any]], Pair] = {
+            pool.submit(run_pair, args, config, pair, Path(shelf)): pair for pair in pairs}
         with _Bar(len(pairs), progress) as bar:
             for future in as_completed(futures):
                 results[futures[future]] = future.result()

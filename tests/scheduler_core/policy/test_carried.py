@@ -20,9 +20,9 @@ from scheduler_core.policy.capacity import Capacity
 from scheduler_core.policy.carried import CarriedIndex
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.fairshare import cluster_capacity
-from scheduler_core.policy.quota import QuotaLedger
+from scheduler_core.policy.quota import QuotaClock, QuotaEnds, QuotaLedger
 from scheduler_core.policy.reservation import Timeline
-from scheduler_core.policy.snapshot import PendingJob, Snapshot
+from scheduler_core.policy.snapshot import AdmittedAs, PendingJob, Snapshot
 
 from .builders import H, make_cluster, make_job
 from .test_properties import SETTINGS, describe, worlds
@@ -55,6 +55,23 @@ def assert_same_index(snap: Snapshot, index: CarriedIndex, now: float) -> None:
     assert _nonzero(ledger.pool) == _nonzero(fresh_ledger.pool)
     assert ledger.members == fresh_ledger.members and ledger.version == {} and ledger.teams is snap.teams
     assert timeline.times == fresh_timeline.times
+    assert_same_quota_ends(snap, working.quota_ends, fresh_ledger, now)
+
+
+def assert_same_quota_ends(snap: Snapshot, ends: QuotaEnds | None, ledger: QuotaLedger, now: float) -> None:
+    """The carried quota holdings give the lists ``QuotaClock`` sorts from every running job, with none leaving
+    and with every other job leaving (some before the pass's time, some after); at ``now`` and later, when jobs
+    have run past their limits."""
+    assert ends is not None
+    jobs = {job.request.id: job for job in snap.running}
+    for at in (now, now + 3 * H):
+        leaving = {job.request.id: at + (-30.0 if i % 4 else 45.0) for i, job in enumerate(snap.running) if i % 2}
+        for gone in ({}, leaving):
+            fresh = QuotaClock(ledger, {}, [
+                (gone.get(job.request.id, max(job.started_at + job.request.time_limit_s, at)), job.request.team,
+                 job.placement.flavour, job.request.units, job.admitted_as is AdmittedAs.NOMINAL)
+                for job in snap.running if job.admitted_as is not AdmittedAs.SCAVENGER])
+            assert ends.at(at, gone, jobs) == {key: rows for key, rows in fresh.ends.items() if rows}
 
 
 def _events(data: Any, snap: Snapshot, step: int, now: float) -> Snapshot:

@@ -297,3 +297,34 @@ def test_no_cycles_a_victim_could_never_preempt_its_preemptor_back() -> None:
                 v = victim(job, 0.0, PolicyConfig())
                 if may_preempt(preemptor, band, v):
                     assert v.band < band and v.highest_band <= band
+
+
+def test_jobs_asking_the_same_victim_search_in_a_row_search_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five 1-GPU jobs of fraud reclaim their quota in one pass, and the only borrower old enough to stop is a far
+    larger gang: the pass searches once for the five, not once per job,
+    and decides exactly as searching again for each."""
+    from scheduler_core.policy.preemption import VictimSearch
+    from scheduler_core.policy.stage_preempt import Preemptor
+
+    snap = (make_snapshot(make_cluster().blocks("b", 3, nodes=4)).team("fraud", h100=48).team("search", h100=48)
+            .run(make_job("G").team("search").pods(10, 8), nodes_of("b0", 4) + nodes_of("b1", 4) + nodes_of("b2", 2),
+                 admitted="borrowed", started=-4000)
+            .run(make_job("n").team("search").pods(2, 8), nodes_of("b2", 2, start=2), started=-4000)
+            .pending(*[make_job(f"a{k}").pods(1, 1).pending(queued_at=0.0) for k in range(5)]).build())
+    searches: list[int] = []
+    run = VictimSearch.run
+    monkeypatch.setattr(VictimSearch, "run", lambda self, eligible: searches.append(1) or run(self, eligible))
+    remembered = run_cycle(snap, 0.0)
+    once = len(searches)
+
+    search = Preemptor._search
+
+    def forgetful(self: Preemptor, *args: Any, **kwargs: Any) -> Found | None:
+        self._searched.clear()
+        return search(self, *args, **kwargs)
+
+    searches.clear()
+    monkeypatch.setattr(Preemptor, "_search", forgetful)
+    assert run_cycle(snap, 0.0) == remembered
+    assert (once, len(searches)) == (1, 5)
+    assert not remembered.preempts and [w.reason.value for w in remembered.waits] == ["WaitingForCapacity"] * 5

@@ -151,3 +151,25 @@ def test_many_seeds_as_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert out.startswith("cluster: tiny — 8 nodes in 2 blocks; units h100 64")
     assert "| 0 | `fifo` |" in out and "| 1 | `fifo` |" in out
     assert "| utilization_while_waiting |" in out and "`fifo` mean (min–max; worst seed)" in out
+
+
+def test_a_workload_built_by_one_process_is_read_back_by_the_others(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run_all``'s worker processes share each seed's workload through the run's directory: the first builds
+    and writes it whole, the next reads it instead of building it again."""
+    from scheduler_core.sim import seeds
+    from scheduler_core.sim.inputs import WorkloadArgs
+
+    cluster, teams = tiny.write_config(tmp_path)
+    args = WorkloadArgs(str(trace(tmp_path)), str(cluster), str(teams))
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    built = seeds._workload.__wrapped__(args, 0, shelf)
+    assert [p.name for p in shelf.iterdir()] == ["0.pickle"]
+
+    def no_second_build(*_: object) -> None:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(seeds, "load_workload", no_second_build)
+    again = seeds._workload.__wrapped__(args, 0, shelf)
+    assert again == built and again is not built
