@@ -50,8 +50,8 @@ class Working:
 class CarriedIndex:
     """Free units, unit end times and quota usage of the running jobs of the last snapshot seen."""
 
-    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_quota_ends", "_ends", "_low", "_high", "_view", "_ordered",
-                 "_open", "_busy_until", "_floating", "_totals", "rebuilds", "updates")
+    __slots__ = ("_nodes", "_teams", "_jobs", "_cap", "_ledger", "_quota_ends", "_ends", "_low", "_high", "_view",
+                 "_ordered", "_open", "_busy_until", "_floating", "_totals", "rebuilds", "updates")
 
     def __init__(self) -> None:
         self._nodes: Sequence[NodeState] | None = None

@@ -57,7 +57,7 @@ def test_a_sweep_reclaiming_from_borrowers_decides_as_searching_again(
         limit: float | None) -> None:
     """Trials of one sweep reclaim their team's quota from a cohort whose borrowers are a large gang and maybe a
     young job near their size, beside another job of theirs; some trials may have a shorter limit. Remembering
-    searches must decide as searching again, and search less."""
+    searches must decide as searching again, and never search more."""
     nodes = nodes_of("b0", 4) + nodes_of("b1", 4) + nodes_of("b2", 4)
     builder = (make_snapshot(make_cluster().blocks("b", 3, nodes=4)).team("fraud", h100=48).team("search", h100=48)
                .run(make_job("G").team("search").pods(gang_pods, 8), nodes[:gang_pods], admitted="borrowed",
