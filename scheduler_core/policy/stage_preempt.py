@@ -107,6 +107,7 @@ class Preemptor:
         #: Victim candidates per (flavour, band, team, strategy, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
+        #: Young borrowers a reclaim may stop, per (flavour, team, band, cohort, size, number of jobs leaving).
         self._young: dict[tuple[object, ...], list[Victim]] = {}
         self._movable_cache: dict[tuple[str, int, int], list[Victim]] = {}
         self._spots: dict[str, list[tuple[int, int]]] = {}

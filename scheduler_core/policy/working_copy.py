@@ -109,6 +109,7 @@ class WorkingCopy:
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
         #: Jobs leaving (signalled before or during this pass), with when their units come back.
         self.leaving: dict[str, float] = {}
+        #: The jobs of ``leaving``, by id (the quota clock moves their quota ends: ``QuotaEnds.at``).
         self._leaving_jobs: dict[str, RunningJob] = {}
         #: Jobs signalled for a pending job by an earlier pass, per that job.
         self.victims_for: dict[str, list[RunningJob]] = {}
