@@ -361,7 +361,11 @@ class QuotaEnds:
         self._cohorts = {name: state.cohort for name, state in teams.items()}
         self.rows: dict[tuple[str, str], list[EndRow]] = {}
         for job in running:
-            self.count(job, +1)
+            if job.admitted_as is not AdmittedAs.SCAVENGER:
+                self.rows.setdefault(self.key(job.request.team, job.placement.flavour), []).append(
+                    _end_row(job, job.started_at + job.request.time_limit_s))
+        for rows in self.rows.values():
+            rows.sort()
 
     def key(self, team: str, flavour: str) -> tuple[str, str]:
         """``QuotaClock``'s key: the team's cohort (a team not configured is a cohort of its own) and flavour."""

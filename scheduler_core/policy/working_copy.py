@@ -21,7 +21,7 @@ from .carried import Working
 from .decisions import Admit, Preempt, Relabel, Reserve
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .placement import occupy
-from .quota import QuotaClock, QuotaLedger
+from .quota import QuotaClock, QuotaEnds, QuotaLedger
 from .reservation import Slot, Timeline, add_holds, job_end
 from .snapshot import AdmittedAs, JobRequest, Placement, PolicyConfig, RunningJob, Snapshot
 
@@ -308,18 +308,12 @@ class WorkingCopy:
             self._clock.add(end, team, flavour, units)
 
     def quota_clock(self) -> QuotaClock:
-        """When quota frees up: built on first use from the pass's starting point (from the carried index's sorted
-        holdings when there is one), then told of what it adds."""
+        """When quota frees up: built on first use from the pass's starting point (the running jobs' sorted quota
+        ends, kept by the carried index or sorted here), then told of what it adds."""
         if self._clock is None:
-            if self._carried_ends is not None:
-                ends = self._carried_ends.at(self.now, self.leaving, self._leaving_jobs)
-                self._clock = QuotaClock.from_ends(self.ledger, self._base_usage, ends, self._base_nominal)
-            else:
-                holdings = [(end, job.request.team, job.placement.flavour, job.request.units,
-                             job.admitted_as is AdmittedAs.NOMINAL)
-                            for end, job in zip(self._quota_ends(), self.running)
-                            if job.admitted_as is not AdmittedAs.SCAVENGER]
-                self._clock = QuotaClock(self.ledger, self._base_usage, holdings, self._base_nominal)
+            base = self._carried_ends or QuotaEnds(self.snapshot.teams, self.running)
+            ends = base.at(self.now, self.leaving, self._leaving_jobs)
+            self._clock = QuotaClock.from_ends(self.ledger, self._base_usage, ends, self._base_nominal)
             for h in self._holdings:
                 self._clock.add(h.end, h.team, h.flavour, h.units)
         return self._clock

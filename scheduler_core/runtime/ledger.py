@@ -49,7 +49,6 @@ class UsageLedger:
         return result
 
 
-
 def _scaled(values: dict[str, float], factor: float) -> dict[str, float]:
     """``values`` decayed by ``factor`` (``decay(1.0, elapsed, half_life)``: the same floats as decaying each)."""
     return {resource: value * factor for resource, value in values.items()}
