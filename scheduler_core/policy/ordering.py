@@ -18,7 +18,6 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterator, Mapping, Sequence
 
-from ..model.job import PriorityClass
 from .snapshot import Band, PendingJob, PolicyConfig
 
 
@@ -52,16 +51,6 @@ def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig)
         rows.sort(key=lambda row: row[0])
         queues[team] = [job for _, job in rows]
     return queues
-
-
-def band_hint(job: PendingJob, fits_nominal: Callable[[PendingJob], bool]) -> Band:
-    """The band a job would run in if admitted now: what orders it against other teams' work."""
-    priority = job.request.priority_class
-    if priority is PriorityClass.CRITICAL:
-        return Band.CRITICAL
-    if priority is PriorityClass.SCAVENGER:
-        return Band.SCAVENGER
-    return Band.GUARANTEED if fits_nominal(job) else Band.BORROWED
 
 
 class TeamOrder:

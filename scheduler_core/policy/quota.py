@@ -139,8 +139,11 @@ class QuotaLedger:
         quota = state.quotas.get(flavour) if state else None
         if quota is None:
             return 0, usage
+        # Comparisons, not min()/max(): a pass asks this thousands of times.
+        unused = quota.nominal - usage
         lendable = quota.nominal if quota.lending_limit is None else quota.lending_limit
-        return max(0, min(lendable, quota.nominal - usage)), max(0, usage - quota.nominal)
+        offer = unused if unused < lendable else lendable
+        return (offer if offer > 0 else 0), (-unused if unused < 0 else 0)
 
     def _change(self, team: str, flavour: str, delta: int, bump: bool = True, nominal: bool = True) -> None:
         key = (team, flavour)

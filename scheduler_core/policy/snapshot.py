@@ -116,17 +116,16 @@ class JobRequest:
     grace_s: float
     checkpoint_cost_s: float
     submitted_at: float
+    #: ``pods × units_per_pod``, worked out once: a pass reads it tens of thousands of times.
+    units: int = field(init=False, repr=False, compare=False)
+    #: Jobs with equal shapes have equal placements: the cycle evaluates each shape once (a 500-trial sweep is
+    #: one placement problem). Worked out once, like ``units``.
+    shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def units(self) -> int:
-        return self.pods * self.units_per_pod
-
-    @property
-    def shape(self) -> tuple[object, ...]:
-        """Jobs with equal shapes have equal placements: the cycle evaluates each shape once (a 500-trial sweep
-        is one placement problem)."""
-        return (self.flavours, self.pods, self.units_per_pod, self.cpus_per_pod, self.memory_gb_per_pod,
-                self.topology_level, self.topology_required)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "units", self.pods * self.units_per_pod)
+        object.__setattr__(self, "shape", (self.flavours, self.pods, self.units_per_pod, self.cpus_per_pod,
+                                           self.memory_gb_per_pod, self.topology_level, self.topology_required))
 
     @classmethod
     def from_spec(cls, job_id: str, spec: JobSpec, submitted_at: float, *, default_grace_s: float = 300.0,
@@ -196,10 +195,11 @@ class RunningJob:
     #: the reaper frees its slice (``None``: not reported). Only estimates read it; no decision does.
     idle_since: float | None = None
     idle_limit_s: float | None = None
+    #: ``band_of`` its class and label, worked out once: victim searches read it for every running job.
+    band: Band = field(init=False, repr=False, compare=False)
 
-    @property
-    def band(self) -> Band:
-        return band_of(self.request.priority_class, self.admitted_as)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "band", band_of(self.request.priority_class, self.admitted_as))
 
 
 @dataclass(frozen=True, slots=True)

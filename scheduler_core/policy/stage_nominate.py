@@ -15,7 +15,6 @@ from ..model.job import PriorityClass
 from .capacity import Pool
 from .contexts import JobContexts
 from .decisions import Reason
-from .ordering import band_hint
 from .placement import Fit, Miss, PlaceContext, explain, place
 from .quota import Verdict
 from .reservation import job_end
@@ -138,15 +137,23 @@ class Nominator:
         self.now = work.now
         self._nominal_fit: dict[tuple[str, int, tuple[str, ...]], _NominalFit] = {}
         self._miss_cache: dict[tuple[object, ...], _CachedMiss] = {}
-        self._by_team: dict[tuple[str, str], list[RunningJob]] | None = None
+        self._by_team: dict[tuple[str, str], list[RunningJob]] | None = None     # running jobs per (team, flavour)
+        self._newest: dict[tuple[str, str], list[RunningJob]] = {}              # the same, the newest first
 
     # -- order -----------------------------------------------------------------------------------------------
 
     def band_hint(self, job: PendingJob) -> Band:
-        return band_hint(job, self._fits_nominal)
-
-    def _fits_nominal(self, job: PendingJob) -> bool:
+        """The band a job would run in if admitted now: what orders it against other teams' work (asked for
+        every job the order hands out)."""
         request = job.request
+        priority = request.priority_class
+        if priority is PriorityClass.CRITICAL:
+            return Band.CRITICAL
+        if priority is PriorityClass.SCAVENGER:
+            return Band.SCAVENGER
+        return Band.GUARANTEED if self._fits_nominal(request) else Band.BORROWED
+
+    def _fits_nominal(self, request: JobRequest) -> bool:
         ledger = self.work.ledger
         key = (request.team, request.units, request.flavours)
         version = ledger.version.get(request.team, 0)
@@ -254,14 +261,18 @@ class Nominator:
     def _newest_to_relabel(self, key: tuple[str, str], need: int) -> list[RunningJob] | None:
         """The team's newest nominal preemptible jobs on the flavour that free ``need`` units, or None."""
         work = self.work
-        if self._by_team is None:            # running jobs per (team, flavour), the newest first
-            self._by_team = {}
-            for job in sorted(work.running, key=lambda job: (-job.started_at, job.request.id)):
-                self._by_team.setdefault((job.request.team, job.placement.flavour), []).append(job)
+        newest = self._newest.get(key)
+        if newest is None:                   # sorted when first asked: a pass asks of a few teams only
+            if self._by_team is None:
+                self._by_team = {}
+                for job in work.running:
+                    self._by_team.setdefault((job.request.team, job.placement.flavour), []).append(job)
+            newest = self._newest[key] = sorted(self._by_team.get(key, ()),
+                                                key=lambda job: (-job.started_at, job.request.id))
         # A job that ends before the first reservation this one would outlive has already given that
         # reservation its nominal quota (``WorkingCopy.overlap``): relabelling it frees nothing this job may keep.
         first_hold = work.held.first_start
-        mine = [job for job in self._by_team.get(key, ())
+        mine = [job for job in newest
                 if job.admitted_as is AdmittedAs.NOMINAL and job.request.preemptible and not job.terminating
                 and job.request.id not in work.leaving and job.request.id not in work.relabelled
                 and (first_hold is None or job_end(job, self.now) > first_hold)]

@@ -21,7 +21,7 @@ from .carried import Working
 from .decisions import Admit, Preempt, Relabel, Reserve
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .placement import occupy
-from .quota import QuotaClock, QuotaEnds, QuotaLedger
+from .quota import EndRow, QuotaClock, QuotaEnds, QuotaLedger
 from .reservation import Slot, Timeline, add_holds, job_end
 from .snapshot import AdmittedAs, JobRequest, Placement, PolicyConfig, RunningJob, Snapshot
 
@@ -103,7 +103,7 @@ class WorkingCopy:
         indexed = _index(snapshot, now)
         self.cap, self.ledger, self.timeline = indexed.cap, indexed.ledger, indexed.timeline
         self.capacity_totals = indexed.totals
-        self._carried_ends = indexed.quota_ends
+        self._ends_index = indexed.quota_ends
         self._base_usage = dict(self.ledger.usage)
         self._base_nominal = dict(self.ledger.nominal_usage)
         self.running = sorted(snapshot.running, key=lambda r: r.request.id)
@@ -133,7 +133,8 @@ class WorkingCopy:
         self.held: HeldQuota = _NO_HOLDS
         self._held_cache: dict[tuple[int, int], HeldQuota] = {}
         self._ended_cache: dict[float, dict[tuple[str, str], tuple[int, int]]] = {}
-        self._ends: list[tuple[float, int]] | None = None
+        #: The running jobs' quota ends as the pass knows them (``QuotaEnds.at``), until a job is released.
+        self._end_lists: dict[tuple[str, str], list[EndRow]] | None = None
         #: Each job :meth:`release` marked leaving, and until when, in order (stages that keep their own lists
         #: of leaving jobs catch up from it).
         self.released: list[tuple[RunningJob, float]] = []
@@ -210,7 +211,7 @@ class WorkingCopy:
         self.version += 1
         self.leaving[job.request.id] = until
         self._leaving_jobs[job.request.id] = job
-        self._ends = None
+        self._end_lists = None
         self.timeline.set_until(job.request, job.placement, until)
         self.released.append((job, until))
 
@@ -260,6 +261,9 @@ class WorkingCopy:
         have ended by the first of those starts (by their time limits: never later). Kept as :attr:`held` until
         the next call; cached per number of holds and number overlapped."""
         holds = self.quota_holds                       # sorted by start
+        if not holds:
+            self.held = _NO_HOLDS
+            return _NO_HOLDS
         ahead = bisect_left(holds, self.now + request.time_limit_s, key=_hold_start)
         key = (len(holds), ahead)
         held = self._held_cache.get(key)
@@ -286,19 +290,13 @@ class WorkingCopy:
         """Quota units (all, of which nominal) per (team, flavour) of running jobs that end by ``at``."""
         hit = self._ended_cache.get(at)
         if hit is None:
-            if self._ends is None:           # (end, position) of the running jobs in quota, soonest first
-                self._ends = sorted((end, i) for i, (end, job) in enumerate(zip(self._quota_ends(), self.running))
-                                    if job.admitted_as is not AdmittedAs.SCAVENGER)
             hit = {}
-            running = self.running
-            for end, i in self._ends:
-                if end > at:
-                    break
-                job = running[i]
-                key = (job.request.team, job.placement.flavour)
-                total, nominal = hit.get(key, (0, 0))
-                units = job.request.units
-                hit[key] = (total + units, nominal + (units if job.admitted_as is AdmittedAs.NOMINAL else 0))
+            for (_, flavour), rows in self._pass_end_lists().items():
+                for end, team, units, nominal_units in rows:
+                    if end > at:
+                        break
+                    total, nominal = hit.get((team, flavour), (0, 0))
+                    hit[(team, flavour)] = (total + units, nominal + nominal_units)
             self._ended_cache[at] = hit
         return hit
 
@@ -311,19 +309,20 @@ class WorkingCopy:
         """When quota frees up: built on first use from the pass's starting point (the running jobs' sorted quota
         ends, kept by the carried index or sorted here), then told of what it adds."""
         if self._clock is None:
-            base = self._carried_ends or QuotaEnds(self.snapshot.teams, self.running)
-            ends = base.at(self.now, self.leaving, self._leaving_jobs)
-            self._clock = QuotaClock.from_ends(self.ledger, self._base_usage, ends, self._base_nominal)
+            self._clock = QuotaClock.from_ends(self.ledger, self._base_usage, self._pass_end_lists(),
+                                               self._base_nominal)
             for h in self._holdings:
                 self._clock.add(h.end, h.team, h.flavour, h.units)
         return self._clock
 
-    def _quota_ends(self) -> list[float]:
-        """When each running job (in ``running``'s order) gives its quota back, as the plan knows it: at its
-        leaving time if it is leaving, else ``job_end`` (its time limit, or now if past it)."""
-        leaving, now = self.leaving, self.now
-        return [until if (until := leaving.get(job.request.id)) is not None
-                else max(job.started_at + job.request.time_limit_s, now) for job in self.running]
+    def _pass_end_lists(self) -> dict[tuple[str, str], list[EndRow]]:
+        """The running jobs' quota ends per (cohort, flavour), sorted: a leaving job's when it has left, any other's
+        at ``job_end`` (its time limit, or now if past it). From the carried index, or sorted here once."""
+        if self._end_lists is None:
+            if self._ends_index is None:
+                self._ends_index = QuotaEnds(self.snapshot.teams, self.running)
+            self._end_lists = self._ends_index.at(self.now, self.leaving, self._leaving_jobs)
+        return self._end_lists
 
     def likely_clock(self, end_of: Callable[[RunningJob], float]) -> QuotaClock:
         """A fresh quota clock from the pass's starting point with running jobs ending at ``end_of``."""

@@ -313,3 +313,26 @@ def test_a_team_with_nominal_work_behind_a_borrowing_head_is_ordered_with_the_no
                      make_job("borrow").team("ads").pods(1, 1)).build())
     result = run_cycle(snap, 0.0)
     assert [(a.job_id, str(a.admitted_as)) for a in result.admits] == [("one", "nominal")]
+
+
+@pytest.mark.parametrize(("nominal", "lending_limit", "usage", "offer", "borrows"), [
+    (8, None, 0, 8, 0),
+    (8, None, 5, 3, 0),
+    (8, None, 8, 0, 0),
+    (8, None, 12, 0, 4),
+    # Usage less the quota of jobs that end before a reservation starts may go below zero (``verdict``'s
+    # ``extra``): a team still never offers more than its nominal.
+    (8, None, -4, 8, 0),
+    (8, 2, 0, 2, 0),
+    (8, 2, 7, 1, 0),
+    (8, 2, 10, 0, 2),
+    (8, 2, -4, 2, 0),
+    (0, None, 3, 0, 3),
+])
+def test_terms_say_what_a_team_offers_to_lend_and_what_it_borrows(nominal: int, lending_limit: int | None,
+                                                                  usage: int, offer: int, borrows: int) -> None:
+    snap = (make_snapshot(make_cluster().block("b0", 1))
+            .team("fraud", h100=(nominal, None, lending_limit)).build())
+    ledger = QuotaLedger(snap.teams, snap.running)
+    assert ledger.terms("fraud", "h100", usage) == (offer, borrows)
+    assert ledger.terms("fraud", "a100", usage) == (0, usage)      # no quota of the flavour: all of it borrowed
