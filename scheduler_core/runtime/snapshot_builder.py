@@ -9,6 +9,7 @@ running placements, decayed usage) is rebuilt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import is_
 from types import MappingProxyType
 
 from ..model.cluster import Node
@@ -87,7 +88,7 @@ class SnapshotBuilder:
         """The same tuple as last time while the store hands back the same node records (``MemoryStore`` does
         until a node changes), so the policy's carried index sees "no node changed" at once."""
         last = self._nodes
-        if last is not None and len(last[0]) == len(records) and all(a is b for a, b in zip(last[0], records)):
+        if last is not None and len(last[0]) == len(records) and all(map(is_, last[0], records)):
             return last[1]
         states = tuple(self._node_state(record) for record in records)
         self._nodes = (records, states)
