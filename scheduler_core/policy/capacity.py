@@ -34,6 +34,13 @@ class Hold:
     slack: int
 
 
+def blocks_may_be_limited(request: JobRequest) -> bool:
+    """Whether a pool may cap the blocks ``request`` spreads over (:meth:`Pool.max_blocks`): only a ``preferred``
+    topology below the whole cluster. Told by the request alone, so a pass answers every other job at once."""
+    level = request.topology_level
+    return level is not None and level < TopologyLevel.CLUSTER and not request.topology_required
+
+
 class Pool:
     """All nodes that carry one flavour; ``j`` is a node's position in ``members`` (name order)."""
 
@@ -103,10 +110,7 @@ class Pool:
         widened: the fewest it could ever need (a 256-GPU job one block, a 1,024-GPU job four on the reference
         cluster). Such a gang fills whole blocks, so a spread would send all of its collectives over the spine
         for its whole run; a smaller gang may still spread after its bounded wait. ``None``: no limit."""
-        level = request.topology_level
-        if level is None or level >= TopologyLevel.CLUSTER or request.topology_required:
-            return None
-        if not self.fills_blocks(request):
+        if not blocks_may_be_limited(request) or not self.fills_blocks(request):
             return None
         return -(-request.pods // self.block_pods(request.units_per_pod))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model.job import TopologyLevel
-from .capacity import Pool
+from .capacity import Pool, blocks_may_be_limited
 from .placement import PlaceContext
 from .snapshot import JobRequest, PendingJob
 from .working_copy import WorkingCopy
@@ -47,9 +47,8 @@ class JobContexts:
         then, one while it is not, any once the window has passed. 0 for any other job: the cap does not apply,
         and its equivalence class must not split on it. Decided once per job per cycle (it is asked often)."""
         request = pending.request
-        level = request.topology_level
-        if level is None or level >= TopologyLevel.CLUSTER or request.topology_required:
-            return 0                     # most jobs: no pool limits their blocks (``Pool.max_blocks``)
+        if not blocks_may_be_limited(request):
+            return 0
         if request.id in self._block_caps:
             return self._block_caps[request.id]
         cap: int | None

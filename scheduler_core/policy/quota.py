@@ -345,6 +345,10 @@ def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrow
 EndRow = tuple[float, str, int, int]
 
 
+def _limit_end(job: RunningJob) -> float:
+    return job.started_at + job.request.time_limit_s
+
+
 def _end_row(job: RunningJob, end: float) -> EndRow:
     units = job.request.units
     return (end, job.request.team, units, units if job.admitted_as is AdmittedAs.NOMINAL else 0)
@@ -365,8 +369,7 @@ class QuotaEnds:
         self.rows: dict[tuple[str, str], list[EndRow]] = {}
         for job in running:
             if job.admitted_as is not AdmittedAs.SCAVENGER:
-                self.rows.setdefault(self.key(job.request.team, job.placement.flavour), []).append(
-                    _end_row(job, job.started_at + job.request.time_limit_s))
+                self.rows.setdefault(self._key_of(job), []).append(_end_row(job, _limit_end(job)))
         for rows in self.rows.values():
             rows.sort()
 
@@ -375,12 +378,15 @@ class QuotaEnds:
         cohort = self._cohorts.get(team)
         return (cohort if cohort is not None else "team:" + team, flavour)
 
+    def _key_of(self, job: RunningJob) -> tuple[str, str]:
+        return self.key(job.request.team, job.placement.flavour)
+
     def count(self, job: RunningJob, sign: int) -> None:
         """Add (+1) or take out (-1) a running job's row."""
         if job.admitted_as is AdmittedAs.SCAVENGER:
             return
-        rows = self.rows.setdefault(self.key(job.request.team, job.placement.flavour), [])
-        row = _end_row(job, job.started_at + job.request.time_limit_s)
+        rows = self.rows.setdefault(self._key_of(job), [])
+        row = _end_row(job, _limit_end(job))
         if sign > 0:
             insort(rows, row)
         else:
@@ -395,8 +401,7 @@ class QuotaEnds:
         for job_id, until in leaving.items():
             job = jobs[job_id]
             if job.admitted_as is not AdmittedAs.SCAVENGER:
-                moved.setdefault(self.key(job.request.team, job.placement.flavour), []).append(
-                    (_end_row(job, job.started_at + job.request.time_limit_s), _end_row(job, until)))
+                moved.setdefault(self._key_of(job), []).append((_end_row(job, _limit_end(job)), _end_row(job, until)))
         out: dict[tuple[str, str], list[EndRow]] = {}
         for key, rows in self.rows.items():
             if not rows:

@@ -261,9 +261,6 @@ class WorkingCopy:
         have ended by the first of those starts (by their time limits: never later). Kept as :attr:`held` until
         the next call; cached per number of holds and number overlapped."""
         holds = self.quota_holds                       # sorted by start
-        if not holds:
-            self.held = _NO_HOLDS
-            return _NO_HOLDS
         ahead = bisect_left(holds, self.now + request.time_limit_s, key=_hold_start)
         key = (len(holds), ahead)
         held = self._held_cache.get(key)
