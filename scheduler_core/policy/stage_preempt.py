@@ -93,9 +93,9 @@ class Preemptor:
         self.work = work
         self.now = work.now
         self.config = work.config
-        #: Shapes that jobs already leaving cannot help (see ``_wait_for_leaving``).
         #: Jobs whose only victims were out of proportion: when they will have left once its patience ends.
         self.patience: dict[str, ReclaimEstimate] = {}
+        #: Shapes that jobs already leaving cannot help (see ``_wait_for_leaving``).
         self._unsettled: set[tuple[object, ...]] = set()
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
