@@ -152,6 +152,8 @@ class _Cycle:
             return self._refuse(pending, quota, Reason.INVALID_FLAVOUR, pools.problem)
         # b. Victims already leaving for this job: start if it fits anyway, else wait for them.
         inflight = [v for v in self.work.victims_for.get(request.id, ()) if v.request.id in self.work.leaving]
+        if inflight:
+            self.preempt.claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
         nominated = self.nominate.quota(request, pools.pools, starving=starving)
         if not nominated.options:

@@ -54,8 +54,8 @@ class VictimChoice:
 
 
 @dataclass(frozen=True, slots=True)
-class _Leaving:
-    """Jobs leaving, with bounds: their units, borrowed units and units per node."""
+class _Unclaimed:
+    """Leaving jobs nobody counts on yet, with bounds: their units, borrowed units and units per node."""
 
     victims: list[Victim]
     units: int
@@ -93,16 +93,17 @@ class Preemptor:
         self.work = work
         self.now = work.now
         self.config = work.config
+        #: Leaving jobs a waiting job counts on (see ``_wait_for_leaving``), and shapes they cannot help.
+        self.claimed: set[str] = set()
         #: Jobs whose only victims were out of proportion: when they will have left once its patience ends.
         self.patience: dict[str, ReclaimEstimate] = {}
-        #: Shapes that jobs already leaving cannot help (see ``_wait_for_leaving``).
         self._unsettled: set[tuple[object, ...]] = set()
         self._no_victims: set[tuple[object, ...]] = set()
         self._candidates: dict[tuple[str, Band], list[Victim]] = {}
         self._borrowed_units: dict[tuple[str, str], dict[str, int]] = {}
         self._leaving_lists: dict[str, list[_LeavingEntry]] | None = None
         self._released_seen = 0
-        self._leaving_bounds: dict[tuple[str, int], _Leaving] = {}
+        self._unclaimed: dict[tuple[str, int, int], _Unclaimed] = {}
         #: Victim candidates per (flavour, band, team, strategy, number of jobs leaving): the list only changes
         #: when more jobs are signalled.
         self._eligible: dict[tuple[object, ...], list[Victim]] = {}
@@ -413,34 +414,27 @@ class Preemptor:
     def _wait_for_leaving(self, pending: PendingJob, pool: Pool, verdict: Verdict, ctx: PlaceContext,
                           small: bool) -> VictimsPending | None:
         """Before stopping anyone: would the job fit once jobs that are already leaving have gone? Then it
-        counts on them and waits, as if it had preempted them (the controller need not remember whom a job
-        preempted, and two cycles never preempt twice for one job).
-
-        Any leaving job counts, also one that an earlier job of the pass counts on: that job's hold on the units
-        it needs (``hold_for_victims``) and its quota (``commit``) are already on the working copy, so a second
-        job gets only what the first leaves. A 1-GPU reclaim that stopped a 256-GPU borrower leaves 255 GPUs
-        coming back; a second 1-GPU reclaim in the same pass waits for them, and stops nothing more (it used to
-        stop the next borrower, a 1,024-GPU gang, whose GPUs then idled for an hour: Tuesday seeds 7 and 19)."""
+        claims them and waits, as if it had preempted them (the controller need not remember whom a job
+        preempted, and two cycles never preempt twice for one job)."""
         request = pending.request
-        # Keyed on the number of jobs leaving too: a job stopped earlier in the pass may help the next one.
-        key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap, request.team, verdict.reclaim,
-               len(self.work.leaving))
+        key = (pool.flavour, request.shape, ctx.widened, ctx.block_cap, request.team, verdict.reclaim)
         if key in self._unsettled or ctx.avoid or ctx.restart_block is not None:
             return None
-        leaving = self._leaving(pool.flavour)
+        unclaimed = self._unclaimed_leaving(pool.flavour)
         g = request.units_per_pod
-        if (not leaving.victims or verdict.deficit > leaving.borrowed
-                or leaving.units + pool.free_units < request.units
+        if (not unclaimed.victims or verdict.deficit > unclaimed.borrowed
+                or unclaimed.units + pool.free_units < request.units
                 or (request.pods == 1 and not any(pool.free[j] + n >= g and pool.usable[j] and not pool.spare[j]
-                                                  for j, n in leaving.per_node.items()))):
+                                                  for j, n in unclaimed.per_node.items()))):
             self._unsettled.add(key)
             return None
-        found = self._settle(request, pool, verdict, ctx, small, leaving.victims)
+        found = self._settle(request, pool, verdict, ctx, small, unclaimed.victims)
         if found is None:
             self._unsettled.add(key)
             return None
         assert verdict.admitted_as is not None
         by = max(self.work.leaving[v.id] for v in found.victims)
+        self.claimed.update(v.id for v in found.victims)
         self.work.commit(request, pool.flavour, verdict.admitted_as)
         self.work.hold_for_victims(request, self._slot(pool, by, found))
         return VictimsPending(f"waiting for {len(found.victims)} job(s) already signalled to exit, within "
@@ -459,21 +453,21 @@ class Preemptor:
             if undo is not None:
                 undo()
 
-    def _leaving(self, flavour: str) -> _Leaving:
-        """Leaving jobs, with cheap bounds for ``_wait_for_leaving``: their units, their borrowed units (what
-        they give back to quota; a team's own leaving jobs count too) and units per node."""
-        key = (flavour, len(self.work.leaving))
-        hit = self._leaving_bounds.get(key)
+    def _unclaimed_leaving(self, flavour: str) -> _Unclaimed:
+        """Leaving jobs nobody counts on yet, with cheap bounds for ``_wait_for_leaving``: their units, their
+        borrowed units (what they give back to quota; a team's own leaving jobs count too) and units per node."""
+        key = (flavour, len(self.work.leaving), len(self.claimed))
+        hit = self._unclaimed.get(key)
         if hit is None:
-            leaving = [e.victim for e in self._leaving_victims(flavour)]
+            leaving = [e.victim for e in self._leaving_victims(flavour) if e.victim.id not in self.claimed]
             per_node: dict[int, int] = {}
             for v in leaving:
                 for j, n in self._spots[v.id]:
                     per_node[j] = per_node.get(j, 0) + n
             units = sum(v.job.request.units for v in leaving)
             borrowed = sum(v.job.request.units for v in leaving if v.job.admitted_as is not AdmittedAs.SCAVENGER)
-            hit = _Leaving(leaving, units, borrowed, per_node)
-            self._leaving_bounds[key] = hit
+            hit = _Unclaimed(leaving, units, borrowed, per_node)
+            self._unclaimed[key] = hit
         return hit
 
     def _leaving_victims(self, flavour: str) -> list[_LeavingEntry]:
@@ -520,6 +514,7 @@ class Preemptor:
             avoid = found.placement.nodes if strategy is Strategy.MIGRATE else ()
             self.work.preempt(job, Preempt(job.request.id, self._reason(request, verdict, job, strategy, band),
                                            wait, requeue=True, for_job=request.id, avoid=avoid))
+            self.claimed.add(job.request.id)
             latest = max(latest, self.now + wait)
         self.work.commit(request, pool.flavour, verdict.admitted_as)
         self.work.hold_for_victims(request, self._slot(pool, latest, found))

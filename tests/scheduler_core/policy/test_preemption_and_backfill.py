@@ -55,19 +55,6 @@ def only_a_big_borrower(queued_at: float, young_started: float | None = None) ->
             .pending(make_job("a").pods(1, 1).pending(queued_at=queued_at)).build())
 
 
-def two_reclaims_one_small_borrower() -> Snapshot:
-    """Search borrows 48 GPUs: an 80-GPU gang and an 8-GPU job ``y``, both past their minimum run time; fraud,
-    whose 48 are lent out, asks for one GPU twice, each past its reclaim patience (Tuesday seeds 7 and 19 at
-    10.6 h: two sweep trials, a 256-GPU and a 1,024-GPU borrower)."""
-    return (make_snapshot(make_cluster().blocks("b", 3, nodes=4)).team("fraud", h100=48).team("search", h100=48)
-            .run(make_job("G").team("search").pods(10, 8), nodes_of("b0", 4) + nodes_of("b1", 4) + nodes_of("b2", 2),
-                 admitted="borrowed", started=-4000)
-            .run(make_job("y").team("search").pods(1, 8), "b2-n02", admitted="borrowed", started=-4000)
-            .run(make_job("n").team("search").pods(1, 8), "b2-n03", started=-4000)
-            .pending(make_job("a1").pods(1, 1).submitted(-400).pending(),
-                     make_job("a2").pods(1, 1).submitted(-300).pending()).build())
-
-
 def room_only_from_a_big_borrower(queued_at: float) -> Snapshot:
     """No whole node is free: search's nominal job holds b0, other's 80-GPU borrowed gang b1. fraud's 8-GPU
     job fits its nominal and the cohort's pool (no reclaim): it needs room, and only the gang could make it."""
@@ -105,11 +92,6 @@ CASES = [
          lambda: only_a_big_borrower(-300.0), 0.0,
          [("preempt", "G", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b0-n00", 300.0),
           ("wait", "a", "PreemptingVictims", 1, 300.0)]),
-    Case("a second reclaim counts on what the first one's victim gives back beyond its need: the gang stays",
-         two_reclaims_one_small_borrower, 0.0,
-         [("preempt", "y", "Reclaim", 300.0, True, "a1"), ("reserve", "a1", "b2-n02", 300.0),
-          ("reserve", "a2", "b2-n02", 300.0),
-          ("wait", "a1", "PreemptingVictims", 1, 300.0), ("wait", "a2", "PreemptingVictims", 2, 300.0)]),
     # The same patience for room as for quota: its estimate is the end of its patience and the gang's grace.
     Case("a job that needs room now does not stop a gang ten times its size at once: units come back as jobs end",
          lambda: room_only_from_a_big_borrower(0.0), 0.0,
