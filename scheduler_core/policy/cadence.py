@@ -65,7 +65,7 @@ class SkipWhenIdle:
         self.__name__ = getattr(policy, "__name__", "policy")
 
     def __call__(self, snapshot: Snapshot, now: float) -> CycleResult:
-        if snapshot.pending or any(not job.terminating and now >= job.started_at + job.request.time_limit_s
+        if snapshot.pending or any(not job.terminating and now >= job.limit_end
                                    for job in snapshot.running):
             return self.policy(snapshot, now)
         self.skipped += 1

@@ -192,7 +192,7 @@ class CarriedIndex:
         elif job.terminating:
             until = job.terminate_by if job.terminate_by is not None else _FREE
         else:
-            until = job.started_at + job.request.time_limit_s
+            until = job.limit_end
         flavour = job.placement.flavour
         low, high, changed = self._low[flavour], self._high[flavour], self._open[flavour]
         for _, j, _, units in self._cap.pod_bits(job.placement):

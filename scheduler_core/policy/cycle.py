@@ -102,7 +102,7 @@ class _Cycle:
     def enforce_time_limits(self) -> None:
         for job in self.work.running:
             request = job.request
-            if job.terminating or self.now < job.started_at + request.time_limit_s:
+            if job.terminating or self.now < job.limit_end:
                 continue
             wait = request.grace_s if request.preemptible and not is_scavenger(job) else 0.0
             self.work.preempt(job, Preempt(request.id, PreemptReason.TIME_LIMIT, wait, requeue=False))

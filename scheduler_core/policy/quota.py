@@ -345,10 +345,6 @@ def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrow
 EndRow = tuple[float, str, int, int]
 
 
-def _limit_end(job: RunningJob) -> float:
-    return job.started_at + job.request.time_limit_s
-
-
 def _end_row(job: RunningJob, end: float) -> EndRow:
     units = job.request.units
     return (end, job.request.team, units, units if job.admitted_as is AdmittedAs.NOMINAL else 0)
@@ -369,7 +365,7 @@ class QuotaEnds:
         self.rows: dict[tuple[str, str], list[EndRow]] = {}
         for job in running:
             if job.admitted_as is not AdmittedAs.SCAVENGER:
-                self.rows.setdefault(self._key_of(job), []).append(_end_row(job, _limit_end(job)))
+                self.rows.setdefault(self._key_of(job), []).append(_end_row(job, job.limit_end))
         for rows in self.rows.values():
             rows.sort()
 
@@ -386,7 +382,7 @@ class QuotaEnds:
         if job.admitted_as is AdmittedAs.SCAVENGER:
             return
         rows = self.rows.setdefault(self._key_of(job), [])
-        row = _end_row(job, _limit_end(job))
+        row = _end_row(job, job.limit_end)
         if sign > 0:
             insort(rows, row)
         else:
@@ -401,7 +397,7 @@ class QuotaEnds:
         for job_id, until in leaving.items():
             job = jobs[job_id]
             if job.admitted_as is not AdmittedAs.SCAVENGER:
-                moved.setdefault(self._key_of(job), []).append((_end_row(job, _limit_end(job)), _end_row(job, until)))
+                moved.setdefault(self._key_of(job), []).append((_end_row(job, job.limit_end), _end_row(job, until)))
         out: dict[tuple[str, str], list[EndRow]] = {}
         for key, rows in self.rows.items():
             if not rows:

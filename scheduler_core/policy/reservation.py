@@ -41,7 +41,7 @@ def job_end(job: RunningJob, now: float) -> float:
     if job.terminating:
         end = job.terminate_by if job.terminate_by is not None else now + job.request.grace_s
     else:
-        end = job.started_at + job.request.time_limit_s
+        end = job.limit_end
     return max(end, now)
 
 

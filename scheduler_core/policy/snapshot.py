@@ -201,6 +201,11 @@ class RunningJob:
     def __post_init__(self) -> None:
         object.__setattr__(self, "band", band_of(self.request.priority_class, self.admitted_as))
 
+    @property
+    def limit_end(self) -> float:
+        """When its time limit runs out: the promise reservations, the quota clock and enforcement all keep to."""
+        return self.started_at + self.request.time_limit_s
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:

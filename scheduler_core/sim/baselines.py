@@ -166,7 +166,7 @@ def time_limit_preempts(running: Iterable[RunningJob], now: float) -> list[Preem
     """Signal every job that has run for its whole time limit; it ends (TIMED_OUT), it is not requeued."""
     out = []
     for job in running:
-        if not job.terminating and now >= job.started_at + job.request.time_limit_s:
+        if not job.terminating and now >= job.limit_end:
             out.append(Preempt(job.request.id, PreemptReason.TIME_LIMIT, job.request.grace_s, requeue=False))
     return out
 
@@ -481,7 +481,7 @@ def _shadow(cycle: _Cycle, pending: PendingJob, ending: set[str]) -> Reserve | N
             if job.terminating or job.request.id in ending:
                 end = job.terminate_by if job.terminate_by is not None else cycle.now + job.request.grace_s
             else:
-                end = job.started_at + job.request.time_limit_s
+                end = job.limit_end
             ends.append((max(end, cycle.now), job.request.id, job))
         ends.sort(key=lambda e: (e[0], e[1]))
         trial = cycle.free.copy()
