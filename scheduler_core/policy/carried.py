@@ -23,11 +23,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from .capacity import Capacity
 from .fairshare import cluster_capacity
 from .quota import QuotaEnds, QuotaLedger
+from .record import record
 from .reservation import Timeline
 from .snapshot import NodeState, RunningJob, TeamState
 
@@ -35,7 +35,7 @@ from .snapshot import NodeState, RunningJob, TeamState
 _FREE = -math.inf
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Working:
     """One pass's own indexes: change them freely. ``totals``: ``cluster_capacity(nodes)``, shared (read only);
     ``quota_ends``: the running jobs' quota holdings (read only: ``QuotaEnds.at`` gives a pass its own lists)."""

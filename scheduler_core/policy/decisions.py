@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 
 from ..model.allocation import AdmittedAs, Placement
 from ..model.reasons import Reason as Reason
+from .record import record
 
 
 class PreemptReason(StrEnum):
@@ -17,7 +18,7 @@ class PreemptReason(StrEnum):
     DEFRAGMENT = "Defragment"        # move a small job so a large free shape opens
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Admit:
     job_id: str
     placement: Placement
@@ -25,7 +26,7 @@ class Admit:
     backfill: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Preempt:
     """Signal ``job_id`` (SIGTERM, ``grace_s``, then kill). ``requeue``: it goes back to the front of its queue;
     otherwise (time limit) it ends."""
@@ -40,7 +41,7 @@ class Preempt:
     avoid: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reserve:
     """``job_id`` is expected to start on ``nodes`` at ``start_at``; lower work may use them only if it ends first."""
 
@@ -50,7 +51,7 @@ class Reserve:
     start_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Wait:
     """``estimate_note``: what the estimated start counts on when it is a guess (minimum run times, the idle
     reaper, how long jobs usually run); the caller shows it beside ``message``."""
@@ -63,7 +64,7 @@ class Wait:
     estimate_note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Relabel:
     """A running job's quota label changes; nothing stops. A team's preemptible job admitted as nominal becomes
     borrowed (reclaimable) so that the team's non-preemptible ``for_job``, admitted in the same cycle, takes the
@@ -74,7 +75,7 @@ class Relabel:
     for_job: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CycleResult:
     now: float
     admits: list[Admit] = field(default_factory=list)

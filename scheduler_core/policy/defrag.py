@@ -13,17 +13,17 @@ Only one round of moves at a time: while a moved job is still terminating, nothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..model.job import PriorityClass
 from .capacity import Capacity, Pool
 from .placement import PlaceContext, place
 from .preemption import Victim, victim
+from .record import record
 from .snapshot import PolicyConfig, RunningJob
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Shape:
     """Free units of a flavour next to the largest free whole-node shape inside one block."""
 

@@ -25,13 +25,14 @@ Rules (DESIGN §3.2, step 3):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import IntEnum
 
 from ..model.durations import format_duration
 from ..model.job import JobKind, TopologyLevel
 from .capacity import Capacity, Hold, Pool
 from .decisions import Reason
+from .record import record
 from .snapshot import JobRequest, Placement, PodPlacement
 
 
@@ -44,7 +45,7 @@ class Fit(IntEnum):
     FIT = 3         # fits now
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlaceContext:
     """What a placement may use besides the job's shape.
 
@@ -63,7 +64,7 @@ class PlaceContext:
     block_cap: int | None = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Miss:
     """Why a job does not fit a flavour now: the reason users see, and whether it can ever fit here."""
 

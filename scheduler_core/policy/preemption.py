@@ -18,7 +18,7 @@ needed ("fill back"), and finally restores the working copy: nothing is changed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from ..model.flavours import FLAVOURS
@@ -26,10 +26,11 @@ from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Capacity, Pool
 from .placement import Counts, PlaceContext, fits, place
 from .quota import QuotaLedger
+from .record import record
 from .snapshot import AdmittedAs, Band, JobRequest, Placement, PolicyConfig, RunningJob
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Victim:
     """A running job the cycle might stop, with what stopping it costs and what the rules need to know."""
 
@@ -120,7 +121,7 @@ def minimal_victims(candidates: Sequence[Victim], remove: Callable[[Victim], Non
     return needed
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Found:
     victims: list[Victim]
     placement: Placement

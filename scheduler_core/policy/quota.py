@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Mapping
 from ..model.job import JobKind, PriorityClass
 from .decisions import Reason
 from ..model.team import Quota
+from .record import record
 from .snapshot import AdmittedAs, JobRequest, RunningJob, TeamState
 
 
@@ -43,7 +44,7 @@ def may_borrow(request: JobRequest) -> bool:
     return request.preemptible or request.kind is JobKind.NOTEBOOK
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     """What quota says about one job on one flavour. ``admitted_as`` is None when it does not fit quota;
     ``reclaim`` is set when it fits nominal only after borrowers give back units (the pool it must restore

@@ -17,17 +17,17 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..model.job import TopologyLevel
 from .capacity import Capacity, Hold, Pool
+from .record import record
 from .snapshot import JobRequest, Placement, PodPlacement, RunningJob
 
 INF = math.inf
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Slot:
     """A planned start: ``pods`` lists (node position in the pool, unit indices) per pod."""
 

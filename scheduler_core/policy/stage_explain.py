@@ -16,13 +16,14 @@ from .contexts import JobContexts
 from .decisions import CycleResult, Reason, Wait
 from .estimates import expected_duration, expected_end, idle_release
 from .quota import QuotaClock
+from .record import record
 from .reservation import Slot, Timeline, job_end
 from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
 from .stage_preempt import ReclaimEstimate, after_patience, grace, proportionate_units
 from .working_copy import WorkingCopy
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlanOption:
     """A flavour the plan may start a waiting job on, with what holds it back besides capacity.
 
@@ -55,7 +56,7 @@ class Waiting:
     note: str = ""               # what the estimate counts on, when it is a guess
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Guess:
     """The likely timeline and quota clock (:meth:`Explainer._guess`)."""
 
@@ -63,7 +64,7 @@ class Guess:
     clock: QuotaClock
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Earliest:
     """The soonest a waiting job may start by the plan: a slot on the timeline, or a reclaim."""
 
@@ -71,7 +72,7 @@ class _Earliest:
     reclaim: ReclaimEstimate | None
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@record(order=True)
 class _Borrower:
     """A borrower a reclaim may wait for: when it may go, its team and units, and what holds it."""
 

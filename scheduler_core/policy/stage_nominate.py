@@ -8,7 +8,7 @@ reservations only grow within one). Nothing here changes the working copy; the c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..model.durations import format_duration
 from ..model.job import PriorityClass
@@ -17,6 +17,7 @@ from .contexts import JobContexts
 from .decisions import Reason
 from .placement import Fit, Miss, PlaceContext, explain, place
 from .quota import Verdict
+from .record import record
 from .reservation import job_end
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, RunningJob
 from .stage_explain import PlanOption
@@ -37,7 +38,7 @@ CAPACITY_REASONS = frozenset({Reason.WAITING_FOR_CAPACITY, Reason.WAITING_FOR_TO
 _UNRECLAIMABLE = Verdict(AdmittedAs.BORROWED)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShapedPools:
     """The pools a job's pods fit on, or why there are none (``problem``: the message of ``InvalidFlavour``)."""
 
@@ -45,7 +46,7 @@ class ShapedPools:
     problem: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QuotaOption:
     """A flavour quota lets the job use; ``relabel``: only once these jobs of its team count as borrowed."""
 
@@ -55,7 +56,7 @@ class QuotaOption:
     relabel: list[RunningJob] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RefusalReason:
     """The most promising quota refusal so far (ties: the flavour listed first)."""
 
@@ -65,7 +66,7 @@ class RefusalReason:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QuotaNomination:
     """The quota stage's outcome: usable flavours, refused ones the plan may use later, the best refusal."""
 
@@ -74,7 +75,7 @@ class QuotaNomination:
     best: RefusalReason | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FlavourMiss:
     """Why a job that passed quota on ``flavour`` (``index`` in its order of preference) does not start there."""
 
@@ -85,7 +86,7 @@ class FlavourMiss:
     miss: Miss
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlacedFit:
     """Where the job starts now, and as what."""
 
@@ -94,7 +95,7 @@ class PlacedFit:
     admitted_as: AdmittedAs
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlacementNomination:
     """The placement stage's outcome: a fit now, or why each flavour missed."""
 
@@ -102,7 +103,7 @@ class PlacementNomination:
     misses: list[FlavourMiss]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _NominalRoom:
     """A non-preemptible job's way in as nominal: the team's own preemptible ``jobs`` relabelled borrowed.
     ``verdict``: what quota says once they are, ``None`` while the cohort cannot lend for them."""
@@ -111,13 +112,13 @@ class _NominalRoom:
     jobs: list[RunningJob]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _NominalFit:
     version: int
     fits: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _CachedMiss:
     """A shape's miss, valid for jobs ending no sooner than ``end`` (or always when it is ``NO_FIT``)."""
 

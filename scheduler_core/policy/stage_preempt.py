@@ -9,7 +9,7 @@ sees them leaving."""
 from __future__ import annotations
 
 from bisect import insort
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 
 from ..model.durations import format_duration
@@ -20,6 +20,7 @@ from .decisions import Preempt, PreemptReason
 from .placement import Miss, PlaceContext, is_small, place
 from .preemption import Found, Victim, VictimSearch, is_scavenger, may_preempt, victim
 from .quota import Verdict
+from .record import record
 from .reservation import Slot
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, PolicyConfig, RunningJob, band_of
 from .working_copy import WorkingCopy
@@ -36,7 +37,7 @@ class Strategy(Enum):
     MIGRATE = "migrate"              # move smaller jobs off the nodes a waiting gang needs, to room elsewhere
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VictimsPending:
     """The preempt stage's outcome: the job waits for victims to exit (``PreemptingVictims``), by ``until``."""
 
@@ -44,7 +45,7 @@ class VictimsPending:
     until: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VictimChoice:
     """The victim search's outcome: the victims, or none; ``none_for_shape``: no job of this shape, band and team
     finds any this cycle (remembered, so the next one does not search)."""
@@ -53,7 +54,7 @@ class VictimChoice:
     none_for_shape: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Unclaimed:
     """Leaving jobs nobody counts on yet, with bounds: their units, borrowed units and units per node."""
 
@@ -63,14 +64,14 @@ class _Unclaimed:
     per_node: dict[int, int]
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@record(order=True)
 class _LeavingEntry:
     until: float
     id: str
     victim: Victim = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReclaimEstimate:
     """When a job's victims will have left (enough borrowers for a reclaim, or victims out of proportion once its
     patience ends), and what that estimate counts on, in words."""

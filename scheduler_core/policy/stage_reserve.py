@@ -7,7 +7,6 @@ wait (through :class:`~scheduler_core.policy.stage_preempt.Preemptor`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..model.durations import format_duration
 from ..model.job import PriorityClass
@@ -15,6 +14,7 @@ from .contexts import JobContexts
 from .decisions import Reason
 from .placement import PlaceContext
 from .quota import may_borrow
+from .record import record
 from .reservation import Slot
 from .snapshot import PendingJob
 from .stage_explain import PlanOption, Waiting
@@ -23,7 +23,7 @@ from .stage_preempt import Preemptor, Strategy, VictimsPending
 from .working_copy import WorkingCopy
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _SlotChoice:
     """The earliest reservable slot among a job's misses, and the miss it belongs to."""
 

@@ -22,11 +22,12 @@ from .decisions import Admit, Preempt, Relabel, Reserve
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .placement import occupy
 from .quota import EndRow, QuotaClock, QuotaEnds, QuotaLedger
+from .record import record
 from .reservation import Slot, Timeline, add_holds, job_end
 from .snapshot import AdmittedAs, JobRequest, Placement, PolicyConfig, RunningJob, Snapshot
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@record(order=True)
 class QuotaHold:
     """A reservation's quota, from ``start``: what backfill must leave it (ordered by start, for bisection)."""
 
@@ -37,7 +38,7 @@ class QuotaHold:
     nominal_only: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HeldQuota:
     """The reservations' quota a job would overlap if it started now (:meth:`WorkingCopy.overlap`).
 
@@ -56,7 +57,7 @@ class HeldQuota:
 _NO_HOLDS = HeldQuota([], {}, {}, frozenset(), None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VictimSlot:
     """A job that starts once its victims exit, on ``slot`` (held for it; the estimates' timeline books it)."""
 
@@ -64,7 +65,7 @@ class VictimSlot:
     slot: Slot
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Holding:
     """Quota this pass took (an admission, a job waiting for victims, a reservation) until ``end``."""
 

@@ -11,13 +11,18 @@ from pathlib import Path
 import pytest
 
 import scheduler_core.policy as policy
+from scheduler_core.policy.record import RECORD_MARK
 
 POLICY = Path(policy.__file__).parent
 MAX_LINES = 60
-#: The stages of the cycle, whose outcomes other stages read: each returns frozen records with slots.
-STAGES = ["working_copy", "contexts", "stage_nominate", "stage_preempt", "stage_reserve", "stage_explain"]
+#: mypy's cache for these tests, beside the repository's own.
+CACHE = POLICY.parents[1] / ".mypy_cache"
+#: The stages of the cycle, whose outcomes other stages read: each returns read-only records with slots
+#: (``policy.record``: read-only to mypy, plain at run time), as do the decisions and the modules under them.
+STAGES = ["working_copy", "contexts", "stage_nominate", "stage_preempt", "stage_reserve", "stage_explain",
+          "decisions", "quota", "placement", "preemption", "reservation", "defrag", "carried"]
 #: Records a stage fills in as the cycle goes, on purpose mutable.
-MUTABLE = {"Waiting", "_Alloc"}
+MUTABLE = {"Waiting", "_Alloc", "_ExtraPool"}
 
 
 def _functions() -> list[tuple[str, str, int]]:
@@ -36,14 +41,38 @@ def test_no_function_in_the_policy_is_longer_than_60_lines() -> None:
 
 
 @pytest.mark.parametrize("module", STAGES)
-def test_stage_outcomes_are_frozen_records_with_slots(module: str) -> None:
+def test_stage_outcomes_are_read_only_records_with_slots(module: str) -> None:
     loaded = importlib.import_module(f"scheduler_core.policy.{module}")
     for name, value in vars(loaded).items():
         if not (isinstance(value, type) and dataclasses.is_dataclass(value)) or value.__module__ != loaded.__name__:
             continue
         assert hasattr(value, "__slots__"), f"{module}.{name} has no slots"
         if name not in MUTABLE:
-            assert value.__dataclass_params__.frozen, f"{module}.{name} is not frozen"  # type: ignore[attr-defined]
+            assert getattr(value, RECORD_MARK, False), f"{module}.{name} is not a @record"
+
+
+def _mypy(*args: str) -> tuple[str, int]:
+    from mypy import api   # a test dependency (pyproject's [test] extra)
+
+    stdout, stderr, status = api.run(["--no-error-summary", "--cache-dir", str(CACHE), *args])
+    return stdout + stderr, status
+
+
+def test_the_policy_type_checks() -> None:
+    """What makes a ``record`` read-only is the type checker: the policy must pass it."""
+    out, status = _mypy(str(POLICY))
+    assert status == 0, out
+
+
+def test_the_type_checker_rejects_changing_a_record(tmp_path: Path) -> None:
+    """Assigning a field of a record fails the type check (at run time it would go through)."""
+    changes = tmp_path / "changes_a_record.py"
+    changes.write_text(
+        "from scheduler_core.policy.decisions import Reason, Wait\n"
+        "wait = Wait('j1', Reason.WAITING_FOR_CAPACITY, 'no room', 1, None, '')\n"
+        "wait.position = 2\n")
+    out, status = _mypy(str(changes))
+    assert status == 1 and 'Property "position" defined in "Wait" is read-only' in out, out
 
 
 def test_a_pass_leaves_no_reference_cycle() -> None:
