@@ -95,6 +95,7 @@ class Explainer:
         #: Every job the pass looked at, in cycle order.
         self.processed: list[str] = []
         self._reclaim_ready: dict[tuple[str, str, bool], list[_Borrower]] = {}
+        self._guess_notes: dict[str, str] = {}
 
     def wait(self, pending: PendingJob, reason: Reason, message: str) -> Waiting:
         """``pending`` does not start this pass, for ``reason`` (the last word for a job is the one that holds)."""
@@ -130,7 +131,7 @@ class Explainer:
                 timeline.book(best, duration)
                 waiting.estimate = best.start
                 if guess is not None:
-                    waiting.note = self._guess_note(request, best.flavour)
+                    waiting.note = self._guess_note(best.flavour)
             if reserved_at is not None and (waiting.estimate is None or reserved_at <= waiting.estimate):
                 waiting.estimate, waiting.note = reserved_at, ""
 
@@ -205,15 +206,20 @@ class Explainer:
             clock.add(slot.start + expected_duration(request, runtimes), request.team, slot.flavour, request.units)
         return Guess(timeline, clock)
 
-    def _guess_note(self, request: JobRequest, flavour: str) -> str:
+    def _guess_note(self, flavour: str) -> str:
         """What an estimate on the likely timeline counts on, in words: idle notebooks the reaper will free,
-        and how long jobs have lately run against their limits."""
+        and how long jobs have lately run against their limits. The same for every job of a flavour in a pass,
+        so worked out once per flavour (it counts the running jobs)."""
+        note = self._guess_notes.get(flavour)
+        if note is not None:
+            return note
         idle = sum(1 for job in self.work.running
                    if job.placement.flavour == flavour and idle_release(job, self.now) is not None)
         parts = [f"the idle reaper freeing {idle} idle notebook(s)"] if idle else []
         if self.work.snapshot.runtimes.known:
             parts.append("jobs ending as they have lately, not at their time limits")
-        return "a guess counting on " + " and ".join(parts) if parts else ""
+        note = self._guess_notes[flavour] = "a guess counting on " + " and ".join(parts) if parts else ""
+        return note
 
     def _reclaim_after(self, pending: PendingJob, flavour: str, likely: bool) -> ReclaimEstimate | None:
         """When enough borrowers of other teams in the job's cohort have left for it: each can be preempted
