@@ -12,7 +12,7 @@ engineer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..model.durations import format_duration
 from .contexts import JobContexts
@@ -22,6 +22,7 @@ from .ordering import TeamOrder, team_queues
 from .placement import Fit, PlaceContext, is_small
 from .preemption import is_scavenger
 from .quota import may_borrow
+from .record import record
 from .snapshot import PendingJob, Plan, RunningJob, Snapshot
 from .stage_explain import Explainer, PlanOption, Waiting
 from .stage_nominate import (CAPACITY_REASONS, REASON_RANK, FlavourMiss, Nominator, PlacedFit, QuotaNomination,
@@ -69,7 +70,7 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
                 notes={job_id: w.note for job_id, w in sorted(cycle.explain.waiting.items()) if w.note})
 
 
-@dataclass(slots=True)
+@record
 class _Class:
     """What every job of one equivalence class gets for the rest of the cycle once one of them waited."""
 
