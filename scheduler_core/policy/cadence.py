@@ -9,12 +9,13 @@ Shoal's policy so a pass with no recent plan plans as usual, and the passes afte
 planning every pass; estimates are at most ``every_s`` old. `shoal up` wraps its policy the same way (the live
 controller and the simulator share it).
 
-A pass in which a job the plan has not seen waits (a submission, a requeue) is run again, planned: the first
-estimate a user reads right after submitting is the one that matters most, and a carried plan has none for the
-job, only its reservation if it got one, whose start is planned on time limits (promises) and is often hours
-later than the likely start. On the busy Tuesday every reading in the worst tenth of the estimate errors was such a
-first one. Running those few passes twice (a new job waits in one pass of 25) costs less than planning every pass
-that has a new job in it (most are admitted at once).
+A pass in which a job the plan has not seen waits (a submission, a requeue) plans anyway (``run_cycle`` does
+not use a plan that lacks a waiting job): the first estimate a user reads right after submitting is the one that
+matters most, and a carried plan has none for the job, only its reservation if it got one, whose start is planned
+on time limits (promises) and is often hours later than the likely start. On the busy Tuesday every reading in the
+worst tenth of the estimate errors was such a first one. The pass decides first and plans last, so it knows by
+then which jobs wait: only those passes plan (a new job waits in one pass of 25; most are admitted at once), and
+the plan they make is carried from then on.
 
 ``SkipWhenIdle``: with no job pending and no running job at its time limit, a policy has nothing to decide (every
 decision — admit, preempt, reserve, defragment — is for a pending job, except stopping a job at its limit), so the
@@ -34,7 +35,7 @@ PLAN_EVERY_S = 30.0
 
 class PlanEvery:
     """A ``Policy``: ``policy`` with its estimates planned at most once per ``every_s`` of virtual time, and
-    whenever a job new to the plan waits."""
+    whenever a job new to the plan waits (``policy`` plans then by itself: ``run_cycle`` does)."""
 
     def __init__(self, policy: Policy, every_s: float = PLAN_EVERY_S) -> None:
         self.policy = policy
@@ -48,9 +49,9 @@ class PlanEvery:
             result = self.policy(replace(snapshot, plan=plan), now)
             if all(wait.job_id in plan.estimates for wait in result.waits):
                 return result
-            # A job the plan has not seen waits: the pass again, planned (a pass is a function of its snapshot,
-            # so its decisions are the same; only the estimates are new).
-        result = self.policy(replace(snapshot, plan=None), now)
+            # A job the plan has not seen waits: the pass planned instead of carrying, and its plan is the new one.
+        else:
+            result = self.policy(replace(snapshot, plan=None), now)
         self._plan = Plan(made_at=now, estimates={w.job_id: w.estimated_start for w in result.waits},
                           notes={w.job_id: w.estimate_note for w in result.waits if w.estimate_note})
         return result

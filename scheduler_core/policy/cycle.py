@@ -46,8 +46,9 @@ def run_cycle(snapshot: Snapshot, now: float) -> CycleResult:
     # 5. Defragment: when free units are scattered and a gang waits, move a few small jobs to small-job blocks.
     cycle.defragment()
     # 6. Explain: every job that does not start gets a reason, its queue position and an estimated start
-    #    (from the plan carried in the snapshot, or planned here when none is).
-    if snapshot.plan is None:
+    #    (from the plan carried in the snapshot, or planned here when there is none or it has not seen a job
+    #    that waits: a new job's first estimate is the one its user reads, see ``cadence``).
+    if snapshot.plan is None or not cycle.explain.covered_by(snapshot.plan):
         cycle.explain.plan_waits()
     else:
         cycle.explain.carry_plan(snapshot.plan)

@@ -283,6 +283,11 @@ class Explainer:
         ready.sort()
         return ready
 
+    def covered_by(self, plan: Plan) -> bool:
+        """Whether ``plan`` has an estimate (or knows there is none) for every job that waits this pass."""
+        estimates, waiting = plan.estimates, self.waiting
+        return all(job_id in estimates for job_id in self.processed if job_id in waiting)
+
     def carry_plan(self, plan: Plan) -> None:
         """Estimated starts from the last plan (made on its own cadence), never earlier than now."""
         for waiting in self.waiting.values():

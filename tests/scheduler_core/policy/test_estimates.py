@@ -10,8 +10,9 @@ from typing import Callable
 import pytest
 
 from scheduler_core.policy.cadence import PlanEvery
+from scheduler_core.policy.decisions import CycleResult
 from scheduler_core.policy.cycle import run_cycle
-from scheduler_core.policy.snapshot import MIN_RUNTIME_SAMPLES, RunTimes, Snapshot
+from scheduler_core.policy.snapshot import MIN_RUNTIME_SAMPLES, Plan, RunTimes, Snapshot
 
 from .builders import MIN, H, make_cluster, make_job, make_snapshot, nodes_of
 
@@ -221,3 +222,21 @@ def test_a_job_that_arrives_between_plans_is_told_its_likely_start_at_once() -> 
     assert (result.admits, result.preempts, result.reservations) == (fresh.admits, fresh.preempts,
                                                                       fresh.reservations)
     assert [r.start_at for r in result.reservations] == [NOW + 3 * H]
+
+
+def test_a_pass_plans_by_itself_when_its_plan_has_not_seen_a_job_that_waits() -> None:
+    """``run_cycle`` does not carry a plan that lacks a waiting job: it plans, exactly as a pass without a plan does,
+    so ``PlanEvery`` runs such a pass once, not once to find the new job and again to plan it."""
+    snapshot = two_nodes_busy(0.5)
+    stale = Plan(made_at=NOW - 20.0, estimates={})
+    assert run_cycle(replace(snapshot, plan=stale), NOW) == run_cycle(snapshot, NOW)
+    calls: list[float] = []
+
+    def counted(s: Snapshot, now: float) -> CycleResult:
+        calls.append(now)
+        return run_cycle(s, now)
+
+    policy = PlanEvery(counted, every_s=60.0)
+    policy(replace(snapshot, pending=()), NOW - 20.0)
+    assert {w.job_id: w.estimated_start for w in policy(snapshot, NOW).waits} == {"wait": pytest.approx(NOW + H)}
+    assert calls == [NOW - 20.0, NOW]

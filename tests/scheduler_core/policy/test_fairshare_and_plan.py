@@ -59,17 +59,20 @@ def test_every_waiting_job_gets_an_estimate_from_the_plan_made_in_the_cycle() ->
     assert {w.job_id: w.estimated_start for w in result.waits} == {"a": 2 * H, "b": 3 * H, "c": 7 * H}
 
 
-def test_a_carried_plan_gives_the_estimates_and_newcomers_have_none_until_the_next() -> None:
+def test_a_carried_plan_gives_the_estimates_and_a_plan_that_misses_a_waiting_job_is_made_again() -> None:
     snapshot = _queue()
     made = plan(snapshot, 0.0)
     assert made.made_at == 0.0 and made.estimates == {"a": 2 * H, "b": 3 * H, "c": 7 * H}
     newcomer = make_job("d").pods(1, 8).submitted(3).pending()
-    carried = replace(snapshot, plan=Plan(made_at=0.0, estimates={"a": 100.0, "b": 3 * H}),
-                      pending=snapshot.pending + (newcomer,))
-    # Without reservations every estimate comes from the plan (never before now); newcomers have none yet.
+    known = {"a": 100.0, "b": 3 * H, "c": None, "d": 5 * H}
+    carried = replace(snapshot, plan=Plan(made_at=0.0, estimates=known), pending=snapshot.pending + (newcomer,))
+    # Without reservations every estimate comes from the plan (never before now; None: no start in sight).
     unreserved = replace(carried, config=replace(carried.config, max_reservations=0))
     waits = {w.job_id: w.estimated_start for w in run_cycle(unreserved, 600.0).waits}
-    assert waits == {"a": 600.0, "b": 3 * H, "c": None, "d": None}
+    assert waits == {"a": 600.0, "b": 3 * H, "c": None, "d": 5 * H}
     # A job holding a reservation this cycle gets the reservation's start instead.
     waits = {w.job_id: w.estimated_start for w in run_cycle(carried, 600.0).waits}
     assert waits["a"] == 2 * H
+    # A plan that has not seen a job that waits (a newcomer) is not carried: the pass plans, as with no plan.
+    unseen = replace(unreserved, plan=Plan(made_at=0.0, estimates={"a": 100.0, "b": 3 * H, "c": None}))
+    assert run_cycle(unseen, 600.0) == run_cycle(replace(unseen, plan=None), 600.0)
