@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..policy.decisions import Reason
+
 #: Jobs that waited less than this are not measured: their estimate was "now" and right.
 MIN_WAIT_S = 300.0
 #: Readings after the first, one per this much of the wait.
@@ -65,12 +67,19 @@ class EtaRecorder:
         """Start reading ``job_id``'s estimates into ``into`` (its ``JobLog.eta_readings``)."""
         self.jobs[job_id] = EtaReadings(submitted_at=at, readings=into)
 
-    def waits(self, waits: Iterable[tuple[str, float | None, str]], now: float) -> None:
+    def waits(self, waits: Iterable[tuple[str, Reason, str, int, float | None]], now: float) -> None:
+        """A pass's waits as the store receives them (``Store.set_waits``): job id, reason, message, position,
+        estimate. Every pending job is in every pass's waits and few are due a reading, so those that are not are
+        passed over before anything else is looked at (a long queue's replay calls this for each of its jobs)."""
         jobs = self.jobs
-        for job_id, estimate, reason in waits:
-            readings = jobs.get(job_id)
-            if readings is not None and not readings.done:
-                readings.observe(now, estimate, reason)
+        for wait in waits:
+            readings = jobs.get(wait[0])
+            if readings is None or readings.done:
+                continue
+            next_at = readings.next_at
+            if next_at is not None and now < next_at:
+                continue
+            readings.observe(now, wait[4], wait[1].value)
 
     def admitted(self, job_id: str) -> None:
         readings = self.jobs.pop(job_id, None)

@@ -155,7 +155,7 @@ class RecordingStore(MemoryStore):
 
     def set_waits(self, waits: Sequence[tuple[str, Reason, str, int, float | None]], now: float, *,
                   events: Sequence[Event] = ()) -> list[Event]:
-        self.eta.waits(((wait[0], wait[4], wait[1].value) for wait in waits), now)
+        self.eta.waits(waits, now)
         return super().set_waits(waits, now, events=events)
 
     def request_cancel(self, job_id: str, now: float) -> JobRecord:

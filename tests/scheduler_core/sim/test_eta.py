@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler_core.sim.engine import SimConfig, simulate
-from scheduler_core.sim.eta import EtaReadings, eta_figures
+from scheduler_core.policy.decisions import Reason
+from scheduler_core.sim.eta import EtaReadings, EtaRecorder, eta_figures
 from scheduler_core.sim.metrics import summarise
 from scheduler_core.sim.workloads.types import Workload
 
@@ -72,3 +73,20 @@ def test_a_run_reports_the_error_of_the_estimates_users_saw() -> None:
     assert summary["eta_jobs"] == 1
     assert summary["eta_error_p90_s"] == pytest.approx(abs(small.eta_readings[0][1] - small.first_admitted_at), abs=0.1)
     assert 3000 < summary["eta_error_p90_s"] < 3700
+
+
+def test_the_recorder_reads_a_pass_as_observing_each_of_its_waits_would() -> None:
+    """``EtaRecorder.waits`` passes over jobs not due a reading before looking further; what it reads is what
+    observing every wait of every pass reads (a job admitted stops being read; one never submitted is ignored)."""
+    observations = [(10, None), (40, 900.0), (70, 4000.0), (3590, 4100.0), (3610, 4200.0), (7300, None),
+                    (9000, 9500.0), (11_000, 12_000.0)]
+    recorder = EtaRecorder()
+    into: list[tuple[float, float | None, str]] = []
+    recorder.submitted("j", 0.0, into)
+    for now, estimate in observations:
+        recorder.waits([("j", Reason.BEHIND_RESERVATION, "m", 1, estimate),
+                        ("stranger", Reason.QUOTA_FULL, "m", 1, 5.0)], now)
+        if now == 9000:
+            recorder.admitted("j")
+    assert [(at, estimate) for at, estimate, _ in into] == read(0.0, observations[:6] + [(9000, 9500.0)])
+    assert {reason for _, _, reason in into} == {"BehindReservation"}
