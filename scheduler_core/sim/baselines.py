@@ -286,14 +286,26 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
     cycle = _Cycle.start(snapshot, now)
     book = QuotaBook(dict(snapshot.teams), cycle.quota_usage)
     heads: dict[str, str] = {}   # flavour -> the job that blocks its queue
+    behind: dict[str, str] = {}  # head -> the message of the jobs behind it
+    offered = cycle.free.by_flavour
     for pending in _by_submission(snapshot.pending):
         request = pending.request
-        open_flavours = tuple(f for f in request.flavours if f not in heads)
+        flavours = request.flavours
+        open_flavours: tuple[str, ...]
+        # Most jobs list one flavour, and a long queue passes through here every pass: that case spelt out.
+        if len(flavours) == 1:
+            open_flavours = () if flavours[0] in heads else flavours
+        else:
+            open_flavours = tuple(f for f in flavours if f not in heads)
         if not open_flavours:
-            if not any(f in cycle.free.by_flavour for f in request.flavours):
+            if not any(f in offered for f in flavours):
                 cycle.wait(pending, *cycle.why(pending))
             else:
-                cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, f"strict FIFO: behind {heads[request.flavours[0]]}")
+                head = heads[flavours[0]]
+                message = behind.get(head)
+                if message is None:
+                    message = behind[head] = f"strict FIFO: behind {head}"
+                cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, message)
             continue
         placement = cycle.place(pending, flavours=open_flavours)
         if placement is not None:

@@ -202,15 +202,16 @@ def _fitting_waits(store: RecordingStore, state: dict[str, tuple[int, int, bool]
     if cycle is None or not any(fitting for _, _, fitting in state.values()):
         return {}
     found: dict[str, list[tuple[str, Wait]]] = {}
-    jobs = store.workload_jobs
+    jobs, first = store.workload_jobs, store.first_flavour_units
+    room = {f: healthy - allocated for f, (allocated, healthy, fitting) in state.items() if fitting}
     for wait in cycle.waits:
-        job = jobs.get(wait.job_id)
-        if job is None:
+        known = first.get(wait.job_id)
+        if known is None:
             continue
-        flavour = job.spec.flavour[0]
-        allocated, healthy, fitting = state[flavour]
-        if fitting and job.units <= healthy - allocated:
-            found.setdefault(flavour, []).append((job.id, wait))
+        flavour, units = known
+        idle = room.get(flavour)
+        if idle is not None and units <= idle:
+            found.setdefault(flavour, []).append((jobs[wait.job_id].id, wait))
     return found
 
 

@@ -263,9 +263,9 @@ class MemoryStore(Store):
                 job = self._jobs[job_id]
                 if job.state is not JobState.PENDING:
                     continue
-                if (job.wait_reason, job.wait_message, job.queue_position, job.estimated_start) == (
-                        reason, message, position, estimated_start):
-                    continue
+                if (job.queue_position == position and job.wait_reason == reason and job.wait_message == message
+                        and job.estimated_start == estimated_start):
+                    continue                     # unchanged (compared field by field: a long queue, every pass)
                 since, waited_s = room_wait(job.room_wait_since, job.room_waited_s, reason, now)
                 self._jobs[job_id] = job.with_wait(reason, message, position, estimated_start, since, waited_s)
             return stored
