@@ -202,16 +202,16 @@ def _fitting_waits(store: RecordingStore, state: dict[str, tuple[int, int, bool]
     if cycle is None or not any(fitting for _, _, fitting in state.values()):
         return {}
     found: dict[str, list[tuple[str, Wait]]] = {}
-    jobs, first = store.workload_jobs, store.first_flavour_units
+    logs = store.logs
     room = {f: healthy - allocated for f, (allocated, healthy, fitting) in state.items() if fitting}
     for wait in cycle.waits:
-        known = first.get(wait.job_id)
-        if known is None:
+        log = logs.get(wait.job_id)
+        if log is None:
             continue
-        flavour, units = known
+        flavour = log.flavours[0]
         idle = room.get(flavour)
-        if idle is not None and units <= idle:
-            found.setdefault(flavour, []).append((jobs[wait.job_id].id, wait))
+        if idle is not None and log.units <= idle:
+            found.setdefault(flavour, []).append((log.id, wait))
     return found
 
 

@@ -41,20 +41,23 @@ class EtaReadings:
     next_at: float | None = None
     done: bool = False
 
+    def due(self, now: float) -> bool:
+        """Whether a reading may be taken at ``now``: the job still waits its first wait, and it has no reading
+        yet or the next hour's has come."""
+        return not self.done and (self.next_at is None or now >= self.next_at)
+
     def observe(self, now: float, estimate: float | None, reason: str = "") -> None:
         """Called with the job's estimate (and reason) each time the policy explains its wait."""
-        if self.done:
+        if not self.due(now):
             return
-        if not self.readings:
+        if self.next_at is None:
             if estimate is None and now - self.submitted_at < READING_EVERY_S:
                 return                   # the plan has not reached it yet; the first real answer is its reading
             self.readings.append((now, estimate, reason))
             self.next_at = self.submitted_at + READING_EVERY_S * (1 + (now - self.submitted_at) // READING_EVERY_S)
             return
-        assert self.next_at is not None
-        if now >= self.next_at:
-            self.readings.append((now, estimate, reason))
-            self.next_at += READING_EVERY_S * (1 + (now - self.next_at) // READING_EVERY_S)
+        self.readings.append((now, estimate, reason))
+        self.next_at += READING_EVERY_S * (1 + (now - self.next_at) // READING_EVERY_S)
 
 
 class EtaRecorder:
@@ -74,12 +77,8 @@ class EtaRecorder:
         jobs = self.jobs
         for wait in waits:
             readings = jobs.get(wait[0])
-            if readings is None or readings.done:
-                continue
-            next_at = readings.next_at
-            if next_at is not None and now < next_at:
-                continue
-            readings.observe(now, wait[4], wait[1].value)
+            if readings is not None and readings.due(now):
+                readings.observe(now, wait[4], wait[1].value)
 
     def admitted(self, job_id: str) -> None:
         readings = self.jobs.pop(job_id, None)

@@ -42,8 +42,6 @@ class RecordingStore(MemoryStore):
         self.measured_open = 0
         self.logs: dict[str, JobLog] = {}
         self.workload_jobs: dict[str, WorkloadJob] = {}
-        #: Per job, its first flavour and its units: what the engine asks of every waiting job at every step.
-        self.first_flavour_units: dict[str, tuple[str, int]] = {}
         self.lost_units_s: Callable[[str], float] = lambda job_id: 0.0
         self.changes = 0
         self._lost_seen: dict[str, float] = {}
@@ -82,7 +80,6 @@ class RecordingStore(MemoryStore):
     def submit_workload_job(self, job: WorkloadJob) -> JobRecord:
         record = self.submit(job.spec, user=f"sim-{job.spec.team}", now=job.submit_at, idempotency_key=job.id)
         self.workload_jobs[record.id] = job
-        self.first_flavour_units[record.id] = (job.spec.flavour[0], job.units)
         in_quota = any(self.team_held[(job.spec.team, f)] + self.team_pending[(job.spec.team, f)] + job.units
                        <= self._quotas.get(job.spec.team, {}).get(f, 0) for f in job.spec.flavour)
         self.logs[record.id] = JobLog(
