@@ -274,8 +274,13 @@ class Preemptor:
         return v
 
     def _note_spots(self, v: Victim) -> None:
+        """The units ``v`` holds on each node, one entry a node: a gang with two pods on one node is one victim
+        there, not two (the search would otherwise stop it twice)."""
         if v.id not in self._spots:
-            self._spots[v.id] = [(j, bits.bit_count()) for _, j, bits, _ in self.work.cap.pod_bits(v.job.placement)]
+            per_node: dict[int, int] = {}
+            for _, j, bits, _ in self.work.cap.pod_bits(v.job.placement):
+                per_node[j] = per_node.get(j, 0) + bits.bit_count()
+            self._spots[v.id] = list(per_node.items())
 
     def _reclaim_possible(self, request: JobRequest, flavour: str, cohort: str, deficit: int) -> bool:
         """A quick bound before any search: could preempting every borrower the job may take restore its

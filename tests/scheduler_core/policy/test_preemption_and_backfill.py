@@ -328,3 +328,18 @@ def test_jobs_asking_the_same_victim_search_in_a_row_search_once(monkeypatch: py
     assert run_cycle(snap, 0.0) == remembered
     assert (once, len(searches)) == (1, 5)
     assert not remembered.preempts and [w.reason.value for w in remembered.waits] == ["WaitingForCapacity"] * 5
+
+
+def test_a_gang_with_two_pods_on_the_node_a_job_needs_is_stopped_once() -> None:
+    """A scavenger gang of two 1-GPU pods and a borrower of one GPU share the one A100 node; t1's 8-GPU job needs
+    the whole node, and its nominal back from the borrower. The victim search counts the gang once on that node
+    (its units there added up): each victim is stopped once. Hypothesis found the gang stopped twice: the search
+    took it once per pod and released its units twice."""
+    snap = (make_snapshot(make_cluster().block("a0", 1, gpu="a100"))
+            .team("t0", cohort="c0", a100=0).team("t1", cohort="c1", a100=8).team("t2", cohort="c1", a100=0)
+            .run(make_job("s").team("t0").flavour("a100").pods(2, 1).priority("scavenger"), "a0-n00",
+                 admitted="scavenger", started=-4000)
+            .run(make_job("b").team("t2").flavour("a100").pods(1, 1), "a0-n00", admitted="borrowed", started=-4000)
+            .pending(make_job("j").team("t1").flavour("a100").pods(1, 8).priority("low").non_preemptible()).build())
+    result = run_cycle(snap, 600.0)
+    assert sorted((p.job_id, p.reason.value) for p in result.preempts) == [("b", "Reclaim"), ("s", "HigherBand")]
