@@ -123,6 +123,8 @@ class WorkingCopy:
         self.reservations: list[Reserve] = []
         self.relabels: list[Relabel] = []
         self.relabelled: set[str] = set()
+        #: The jobs this pass relabelled borrowed, per flavour: the running jobs' quota ends list them as nominal.
+        self._relabelled_jobs: list[tuple[RunningJob, str]] = []
         #: What this pass started and the slots of jobs waiting for victims, for the estimates' timeline.
         self.admitted: list[RunningJob] = []
         self.victim_slots: list[VictimSlot] = []
@@ -222,7 +224,10 @@ class WorkingCopy:
         for job in jobs:
             self.ledger.relabel(job.request, flavour, AdmittedAs.NOMINAL, AdmittedAs.BORROWED)
             self.relabelled.add(job.request.id)
+            self._relabelled_jobs.append((job, flavour))
             self.relabels.append(Relabel(job.request.id, AdmittedAs.BORROWED, for_job=for_job))
+        self._ended_cache.clear()
+        self._held_cache.clear()
 
     # -- fair share ------------------------------------------------------------------------------------------
 
@@ -295,6 +300,11 @@ class WorkingCopy:
                         break
                     total, nominal = hit.get((team, flavour), (0, 0))
                     hit[(team, flavour)] = (total + units, nominal + nominal_units)
+            # A job relabelled borrowed this pass no longer holds nominal quota: its end frees none.
+            for job, flavour in self._relabelled_jobs:
+                if self.leaving.get(job.request.id, max(job.limit_end, self.now)) <= at:
+                    total, nominal = hit[(job.request.team, flavour)]
+                    hit[(job.request.team, flavour)] = (total, nominal - job.request.units)
             self._ended_cache[at] = hit
         return hit
 

@@ -145,6 +145,17 @@ QUOTA = [
                   make_job("b").pods(1, 8).non_preemptible().submitted(1)).build(),
          0.0, [("reserve", "head", "b0-n01 b0-n02", 1800.0), ("reserve", "b", "b0-n00", 4 * H - 3000),
                ("wait", "head", "QuotaFull", 1, 1800.0), ("wait", "b", "QuotaFull", 2, 4 * H - 3000)]),
+    Case("... and work relabelled borrowed frees no nominal when it ends: b may not take the nominal that the head, "
+         "reserved for when a ends, counts on (Hypothesis found b admitted and the head's start pushed back)",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+         .run(make_job("q").pods(2, 8), ["b0-n00", "b0-n01"], started=-3000)
+         .run(make_job("s").team("search").pods(3, 8), ["b1-n00", "b1-n01", "b1-n02"], started=-3000)
+         .pending(make_job("a").pods(1, 8).non_preemptible().submitted(-10),
+                  make_job("head").pods(2, 8).non_preemptible(),
+                  make_job("b").pods(1, 8).non_preemptible().limit(8 * H).submitted(1)).build(),
+         0.0, [("admit", "a", "nominal", "b0-n02:0-7"), ("reserve", "head", "b0-n00 b0-n02", 4 * H),
+               ("reserve", "b", "b0-n00", 8 * H), ("wait", "head", "QuotaFull", 1, 4 * H),
+               ("wait", "b", "QuotaFull", 2, 8 * H), ("relabel", "q", "borrowed", "a")]),
     Case("a gang that has waited 2 h and could only borrow takes its team's nominal from the team's own newer "
          "preemptible work, which becomes borrowed (the newest first), so a reclaim stops that work, not the gang",
          lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-3 * H)).build(),
