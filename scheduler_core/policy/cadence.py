@@ -15,7 +15,7 @@ matters most, and a carried plan has none for the job, only its reservation if i
 on time limits (promises) and is often hours later than the likely start. On the busy Tuesday every reading in the
 worst tenth of the estimate errors was such a first one. The pass decides first and plans last, so it knows by
 then which jobs wait: only those passes plan (a new job waits in one pass of 25; most are admitted at once), and
-the plan they make is carried from then on.
+the plan they make comes back on the result (``CycleResult.plan``) and is carried from then on.
 
 ``SkipWhenIdle``: with no job pending and no running job at its time limit, a policy has nothing to decide (every
 decision — admit, preempt, reserve, defragment — is for a pending job, except stopping a job at its limit), so the
@@ -45,15 +45,10 @@ class PlanEvery:
 
     def __call__(self, snapshot: Snapshot, now: float) -> CycleResult:
         plan = self._plan
-        if plan is not None and now - plan.made_at < self.every_s:
-            result = self.policy(replace(snapshot, plan=plan), now)
-            if all(wait.job_id in plan.estimates for wait in result.waits):
-                return result
-            # A job the plan has not seen waits: the pass planned instead of carrying, and its plan is the new one.
-        else:
-            result = self.policy(replace(snapshot, plan=None), now)
-        self._plan = Plan(made_at=now, estimates={w.job_id: w.estimated_start for w in result.waits},
-                          notes={w.job_id: w.estimate_note for w in result.waits if w.estimate_note})
+        carry = plan if plan is not None and now - plan.made_at < self.every_s else None
+        result = self.policy(replace(snapshot, plan=carry), now)
+        if result.plan is not None:         # the pass planned: with no plan to carry, or a job new to it waits
+            self._plan = result.plan
         return result
 
 

@@ -48,11 +48,11 @@ def run_cycle(snapshot: Snapshot, now: float) -> CycleResult:
     # 6. Explain: every job that does not start gets a reason, its queue position and an estimated start
     #    (from the plan carried in the snapshot, or planned here when there is none or it has not seen a job
     #    that waits: a new job's first estimate is the one its user reads, see ``cadence``).
-    if snapshot.plan is None or not cycle.explain.covered_by(snapshot.plan):
-        cycle.explain.plan_waits()
-    else:
+    if snapshot.plan is not None and cycle.explain.covered_by(snapshot.plan):
         cycle.explain.carry_plan(snapshot.plan)
-    return cycle.explain.result(cycle.queues)
+        return cycle.explain.result(cycle.queues)
+    cycle.explain.plan_waits()
+    return cycle.explain.result(cycle.queues, cycle.explain.plan())
 
 
 def plan(snapshot: Snapshot, now: float) -> Plan:
@@ -67,8 +67,7 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
         cycle.process(job)
     cycle.defragment()
     cycle.explain.plan_waits()
-    return Plan(made_at=now, estimates=cycle.explain.estimates(),
-                notes={job_id: w.note for job_id, w in sorted(cycle.explain.waiting.items()) if w.note})
+    return cycle.explain.plan()
 
 
 @record

@@ -8,6 +8,7 @@ from enum import StrEnum
 from ..model.allocation import AdmittedAs, Placement
 from ..model.reasons import Reason as Reason
 from .record import record
+from .snapshot import Plan
 
 
 class PreemptReason(StrEnum):
@@ -83,3 +84,6 @@ class CycleResult:
     reservations: list[Reserve] = field(default_factory=list)
     waits: list[Wait] = field(default_factory=list)
     relabels: list[Relabel] = field(default_factory=list)
+    #: The estimates this pass planned, for the caller to carry to the next passes (``cadence.PlanEvery``);
+    #: ``None`` when it carried the snapshot's plan. A by-product, not a decision: not compared.
+    plan: Plan | None = field(default=None, compare=False)

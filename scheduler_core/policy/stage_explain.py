@@ -302,13 +302,17 @@ class Explainer:
             waiting.estimate = None if estimate is None else max(estimate, self.now)
             waiting.note = note
 
-    def estimates(self) -> dict[str, float | None]:
-        return {job_id: w.estimate for job_id, w in sorted(self.waiting.items())}
+    def plan(self) -> Plan:
+        """The estimates ``plan_waits`` made, as a ``Plan`` the next passes carry."""
+        waiting = sorted(self.waiting.items())
+        return Plan(made_at=self.now, estimates={job_id: w.estimate for job_id, w in waiting},
+                    notes={job_id: w.note for job_id, w in waiting if w.note})
 
     # -- the result ------------------------------------------------------------------------------------------
 
-    def result(self, queues: Mapping[str, Sequence[PendingJob]]) -> CycleResult:
-        """The pass's decisions, with each waiting job's 1-based position among its team's waiting jobs."""
+    def result(self, queues: Mapping[str, Sequence[PendingJob]], plan: Plan | None = None) -> CycleResult:
+        """The pass's decisions, with each waiting job's 1-based position among its team's waiting jobs, and the
+        plan it made (``None`` when it carried one)."""
         waiting = self.waiting
         position: dict[str, int] = {}
         for team in queues:
@@ -322,4 +326,4 @@ class Explainer:
                  for job_id in self.processed if (w := waiting.get(job_id)) is not None]
         work = self.work
         return CycleResult(now=self.now, admits=work.admits, preempts=work.preempts,
-                           reservations=work.reservations, waits=waits, relabels=work.relabels)
+                           reservations=work.reservations, waits=waits, relabels=work.relabels, plan=plan)

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler_core.policy.cadence import PlanEvery
 from scheduler_core.policy.decisions import CycleResult
-from scheduler_core.policy.cycle import run_cycle
+from scheduler_core.policy.cycle import plan, run_cycle
 from scheduler_core.policy.snapshot import MIN_RUNTIME_SAMPLES, Plan, RunTimes, Snapshot
 
 from .builders import MIN, H, make_cluster, make_job, make_snapshot, nodes_of
@@ -240,3 +240,16 @@ def test_a_pass_plans_by_itself_when_its_plan_has_not_seen_a_job_that_waits() ->
     policy(replace(snapshot, pending=()), NOW - 20.0)
     assert {w.job_id: w.estimated_start for w in policy(snapshot, NOW).waits} == {"wait": pytest.approx(NOW + H)}
     assert calls == [NOW - 20.0, NOW]
+
+
+def test_a_planned_pass_returns_its_plan_and_a_carrying_pass_none() -> None:
+    """The plan a pass made travels on its result (what ``PlanEvery`` carries), equal to ``cycle.plan``'s for the
+    same snapshot; a pass that carried the snapshot's plan returns none, so the caller keeps the one it has."""
+    snapshot = two_nodes_busy(0.5)
+    planned = run_cycle(snapshot, NOW)
+    assert planned.plan is not None
+    assert planned.plan == plan(snapshot, NOW)
+    assert planned.plan.estimates == {w.job_id: w.estimated_start for w in planned.waits}
+    carried = run_cycle(replace(snapshot, plan=planned.plan), NOW + 10.0)
+    assert carried.plan is None
+    assert [w.estimated_start for w in carried.waits] == [w.estimated_start for w in planned.waits]
