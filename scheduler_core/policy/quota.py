@@ -300,7 +300,8 @@ class QuotaLedger:
             deficit = min(0, own) - (own + (offer1 - borrow1) - (offer0 - borrow0))
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not may_borrow(request):
-            return self._above_nominal(request, state.cohort, flavour, nominal_usage, pool_after,
+            return self._above_nominal(request, state.cohort, flavour, self.nominal_usage.get(key, 0),
+                                       nominal_usage - self.nominal_usage.get(key, 0), pool_after,
                                        1.0 if key in nominal_only else unreclaimable_free_share)
         if key in nominal_only:
             return Verdict(None, Reason.QUOTA_FULL,
@@ -314,16 +315,20 @@ class QuotaLedger:
                            f"now")
         return Verdict(AdmittedAs.BORROWED)
 
-    def _above_nominal(self, request: JobRequest, cohort: str, flavour: str, nominal_usage: int, pool_after: int,
-                       share: float) -> Verdict:
+    def _above_nominal(self, request: JobRequest, cohort: str, flavour: str, in_use: int, promised: int,
+                       pool_after: int, share: float) -> Verdict:
         """A job that cannot give borrowed units back (see :func:`may_borrow`) does not fit nominal: ``QuotaFull``,
         saying (``Verdict.unreclaimable``) whether it may borrow anyway, because the cohort would keep at least
-        ``share`` of its nominal quota of the flavour free to lend after it (1: never)."""
+        ``share`` of its nominal quota of the flavour free to lend after it (1: never). ``in_use``: the team's
+        nominal units in use now; ``promised``: those its reserved jobs need while this one would run."""
         unreclaimable = share < 1.0 and pool_after >= math.ceil(share * self.cohort_nominal(cohort, flavour))
         nominal = self.teams[request.team].nominal(flavour)
+        held = f"{in_use} of {nominal} {flavour} in use"
+        if promised > 0:
+            held += f" and {promised} promised to the team's reserved jobs that start before this one would end"
         return Verdict(None, Reason.QUOTA_FULL,
-                       f"non-preemptible work runs only within nominal quota: {nominal_usage} of {nominal} {flavour} "
-                       f"in use, needs {request.units}", unreclaimable=unreclaimable)
+                       f"non-preemptible work runs only within nominal quota: {held}, needs {request.units}",
+                       unreclaimable=unreclaimable)
 
 
 def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrowing_limit: int,

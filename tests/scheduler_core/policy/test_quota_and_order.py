@@ -29,6 +29,17 @@ def two_blocks() -> Any:
     return make_cluster().block("b0", 4, per_leaf=2).block("b1", 4, per_leaf=2)
 
 
+def head_reserved_after_a_relabel() -> Snapshot:
+    """fraud's non-preemptible ``a`` takes its nominal from ``q`` (relabelled borrowed); ``head`` needs all 16 of
+    fraud's nominal, so it is reserved for when ``a`` ends; ``b`` would run past that."""
+    return (make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
+            .run(make_job("q").pods(2, 8), ["b0-n00", "b0-n01"], started=-3000)
+            .run(make_job("s").team("search").pods(3, 8), ["b1-n00", "b1-n01", "b1-n02"], started=-3000)
+            .pending(make_job("a").pods(1, 8).non_preemptible().submitted(-10),
+                     make_job("head").pods(2, 8).non_preemptible(),
+                     make_job("b").pods(1, 8).non_preemptible().limit(8 * H).submitted(1)).build())
+
+
 def reserved_block_world() -> Any:
     """Nine nodes; search holds one node of b0 and all of b1 (one job borrowed) until 4 h − 1000 s; the cohort
     lends 24 now, and fraud's whole-block gang will take 32 of it back when search's jobs end (and does not move
@@ -147,12 +158,7 @@ QUOTA = [
                ("wait", "head", "QuotaFull", 1, 1800.0), ("wait", "b", "QuotaFull", 2, 4 * H - 3000)]),
     Case("... and work relabelled borrowed frees no nominal when it ends: b may not take the nominal that the head, "
          "reserved for when a ends, counts on (Hypothesis found b admitted and the head's start pushed back)",
-         lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
-         .run(make_job("q").pods(2, 8), ["b0-n00", "b0-n01"], started=-3000)
-         .run(make_job("s").team("search").pods(3, 8), ["b1-n00", "b1-n01", "b1-n02"], started=-3000)
-         .pending(make_job("a").pods(1, 8).non_preemptible().submitted(-10),
-                  make_job("head").pods(2, 8).non_preemptible(),
-                  make_job("b").pods(1, 8).non_preemptible().limit(8 * H).submitted(1)).build(),
+         head_reserved_after_a_relabel,
          0.0, [("admit", "a", "nominal", "b0-n02:0-7"), ("reserve", "head", "b0-n00 b0-n02", 4 * H),
                ("reserve", "b", "b0-n00", 8 * H), ("wait", "head", "QuotaFull", 1, 4 * H),
                ("wait", "b", "QuotaFull", 2, 8 * H), ("relabel", "q", "borrowed", "a")]),
@@ -347,3 +353,13 @@ def test_terms_say_what_a_team_offers_to_lend_and_what_it_borrows(nominal: int, 
     ledger = QuotaLedger(snap.teams, snap.running)
     assert ledger.terms("fraud", "h100", usage) == (offer, borrows)
     assert ledger.terms("fraud", "a100", usage) == (0, usage)      # no quota of the flavour: all of it borrowed
+
+
+def test_a_job_held_by_its_team_s_reserved_quota_is_told_so() -> None:
+    """The nominal quota a job may not take is in part promised to reserved jobs: its reason says how much is in
+    use and how much is promised, never more "in use" than the team has."""
+    waits = {w.job_id: w.message for w in run_cycle(head_reserved_after_a_relabel(), 0.0).waits}
+    assert waits["b"].startswith("non-preemptible work runs only within nominal quota: 8 of 16 h100 in use and 16 "
+                                 "promised to the team's reserved jobs that start before this one would end, needs 8")
+    assert waits["head"].startswith("non-preemptible work runs only within nominal quota: 8 of 16 h100 in use, "
+                                    "needs 16")
