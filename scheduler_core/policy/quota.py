@@ -321,14 +321,17 @@ class QuotaLedger:
         saying (``Verdict.unreclaimable``) whether it may borrow anyway, because the cohort would keep at least
         ``share`` of its nominal quota of the flavour free to lend after it (1: never). ``in_use``: the team's
         nominal units in use now; ``promised``: those its reserved jobs need while this one would run."""
-        unreclaimable = share < 1.0 and pool_after >= math.ceil(share * self.cohort_nominal(cohort, flavour))
+        floor = math.ceil(share * self.cohort_nominal(cohort, flavour))
+        unreclaimable = share < 1.0 and pool_after >= floor
         nominal = self.teams[request.team].nominal(flavour)
         held = f"{in_use} of {nominal} {flavour} in use"
         if promised > 0:
             held += f" and {promised} promised to the team's reserved jobs that start before this one would end"
-        return Verdict(None, Reason.QUOTA_FULL,
-                       f"non-preemptible work runs only within nominal quota: {held}, needs {request.units}",
-                       unreclaimable=unreclaimable)
+        message = f"non-preemptible work runs only within nominal quota: {held}, needs {request.units}"
+        if share < 1.0:
+            message += (f"; or borrows while cohort {cohort!r} keeps {floor} of its "
+                        f"{self.cohort_nominal(cohort, flavour)} {flavour} free to lend")
+        return Verdict(None, Reason.QUOTA_FULL, message, unreclaimable=unreclaimable)
 
 
 def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrowing_limit: int,
@@ -437,6 +440,10 @@ class QuotaClock:
     its units straight out of the cohort's pool (an upper bound on what they can take: a team's offer minus
     its borrowing never drops by more than its usage grows). Estimates can only come out late, never early,
     which is the safe side for a reservation.
+
+    A non-preemptible job may also borrow while the cohort keeps a share of its nominal quota free to lend after
+    it, as ``QuotaLedger.verdict`` lets it: :meth:`free_at` counts that allowance when the caller passes the share
+    (estimates do; reservations do not, see ``Reserver.after_quota``).
     """
 
     def __init__(self, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],
@@ -458,7 +465,7 @@ class QuotaClock:
             rows.sort()
         self._replays: dict[tuple[str, str], _Replay] = {}
         self._changes: dict[tuple[str, str], _Changes] = {}
-        self._cache: dict[tuple[str, str, int, Reason, bool], tuple[int, float | None]] = {}
+        self._cache: dict[tuple[str, str, int, Reason, int | None], tuple[int, float | None]] = {}
 
     @classmethod
     def from_ends(cls, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],
@@ -484,28 +491,43 @@ class QuotaClock:
 
     reserve = add
 
-    def free_at(self, request: JobRequest, flavour: str, reason: Reason, nominal_only: bool = False) -> float | None:
+    def free_at(self, request: JobRequest, flavour: str, reason: Reason, nominal_only: bool = False,
+                unreclaimable_share: float = 1.0) -> float | None:
         """The earliest instant quota could admit ``request`` (``None``: never, as configured);
-        ``nominal_only``: it may not borrow (a reserved non-preemptible job of its team needs the nominal)."""
-        preemptible = may_borrow(request) and not nominal_only
-        key = (request.team, flavour, request.units, reason, preemptible)
+        ``nominal_only``: it may not borrow (a reserved non-preemptible job of its team needs the nominal);
+        ``unreclaimable_share``: a non-preemptible job may borrow while the cohort keeps this share of its nominal
+        free to lend after it (``PolicyConfig.unreclaimable_borrow_free_share``; 1: it may not)."""
+        floor = self._borrow_floor(request, flavour, nominal_only, unreclaimable_share)
+        key = (request.team, flavour, request.units, reason, floor)
         changes = self._changes.get(self._key(request.team, flavour))
         version = changes.version if changes else 0
         hit = self._cache.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
-        value = self._free_at(request, flavour, reason, preemptible, changes)
+        value = self._free_at(request, flavour, reason, floor, changes)
         self._cache[key] = (version, value)
         return value
 
-    def _free_at(self, request: JobRequest, flavour: str, reason: Reason, preemptible: bool,
+    def _borrow_floor(self, request: JobRequest, flavour: str, nominal_only: bool, share: float) -> int | None:
+        """What the cohort's pool must keep after the job for it to borrow: 0 for work that gives borrowed
+        units back, the unreclaimable share of the cohort's nominal for other work; ``None``: it may not borrow."""
+        if nominal_only:
+            return None
+        if may_borrow(request):
+            return 0
+        state = self.ledger.teams.get(request.team)
+        if share >= 1.0 or state is None:
+            return None
+        return math.ceil(share * self.ledger.cohort_nominal(state.cohort, flavour))
+
+    def _free_at(self, request: JobRequest, flavour: str, reason: Reason, floor: int | None,
                  changes: _Changes | None) -> float | None:
         state = self.ledger.teams.get(request.team)
         quota = state.quotas.get(flavour) if state else None
         if state is None or quota is None:
             return None
         if reason is Reason.QUOTA_FULL:
-            limit = quota.nominal if not preemptible else (
+            limit = quota.nominal if floor is None else (
                 None if quota.borrowing_limit is None else quota.nominal + quota.borrowing_limit)
             if limit is not None and request.units > limit:
                 return None
@@ -517,7 +539,7 @@ class QuotaClock:
             nominal = {team: self.base_nominal.get((team, flavour), 0) for team in members}
             replay = self._replays[key] = _Replay(self.ledger, flavour, members, usage, nominal,
                                                   self.ends.get(key, []))
-        return replay.earliest(request, quota, preemptible, changes)
+        return replay.earliest(request, quota, floor, changes)
 
 
 class _Changes:
@@ -628,9 +650,10 @@ class _Replay:
         at = bisect_right(ks, k) - 1
         return values[at], nominals[at]
 
-    def earliest(self, request: JobRequest, quota: Quota, preemptible: bool,
+    def earliest(self, request: JobRequest, quota: Quota, floor: int | None,
                  changes: _Changes | None) -> float | None:
-        """The first instant (a base end, or the end of one of the cycle's changes) at which the job fits."""
+        """The first instant (a base end, or the end of one of the cycle's changes) at which the job fits:
+        as nominal, or borrowing while the cohort's pool keeps ``floor`` after it (``None``: it may not borrow)."""
         team = request.team
         times = self.times
 
@@ -645,11 +668,11 @@ class _Replay:
             after = base + own + request.units
             if nominal_base + own + request.units <= quota.nominal:
                 return True             # in as nominal, as ``QuotaLedger.verdict`` counts it (the cycle's own: all)
-            if not preemptible:
+            if floor is None:
                 return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
                 return False
-            return self.pool[k] - self._net(team, base) - others + self._net(team, after) >= 0
+            return self.pool[k] - self._net(team, base) - others + self._net(team, after) >= floor
 
         if fits(-math.inf):
             return -math.inf

@@ -116,7 +116,12 @@ class Reserver:
 
     def after_quota(self, pending: PendingJob, waiting: Waiting, refused: list[PlanOption]) -> None:
         """A job held back by quota that its team's (or cohort's) jobs free at a known time is planned in its
-        place in the queue like any other: reserved from when both quota and nodes allow."""
+        place in the queue like any other: reserved from when both quota and nodes allow.
+
+        Not on the allowance that lets non-preemptible work borrow while its cohort is half idle: that is for
+        quota nobody wants now, and holding nodes for it ahead of time cost 0.3 points of utilisation over the
+        20 Tuesday seeds (docs/BENCHMARKS.md, session 25). Such a job is reserved only for its nominal quota,
+        and told its likely start with the allowance counted (``Explainer``)."""
         if not self.may_reserve(pending):
             return
         request = pending.request

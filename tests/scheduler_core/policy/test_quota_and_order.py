@@ -31,10 +31,12 @@ def two_blocks() -> Any:
 
 def head_reserved_after_a_relabel() -> Snapshot:
     """fraud's non-preemptible ``a`` takes its nominal from ``q`` (relabelled borrowed); ``head`` needs all 16 of
-    fraud's nominal, so it is reserved for when ``a`` ends; ``b`` would run past that."""
+    fraud's nominal, so it is reserved for when ``a`` ends (search's work keeps the cohort from lending it half of
+    its nominal till then); ``b`` would run past that."""
     return (make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
             .run(make_job("q").pods(2, 8), ["b0-n00", "b0-n01"], started=-3000)
-            .run(make_job("s").team("search").pods(3, 8), ["b1-n00", "b1-n01", "b1-n02"], started=-3000)
+            .run(make_job("s").team("search").pods(3, 8).limit(8 * H), ["b1-n00", "b1-n01", "b1-n02"],
+                 started=-3000)
             .pending(make_job("a").pods(1, 8).non_preemptible().submitted(-10),
                      make_job("head").pods(2, 8).non_preemptible(),
                      make_job("b").pods(1, 8).non_preemptible().limit(8 * H).submitted(1)).build())
@@ -162,6 +164,16 @@ QUOTA = [
          0.0, [("admit", "a", "nominal", "b0-n02:0-7"), ("reserve", "head", "b0-n00 b0-n02", 4 * H),
                ("reserve", "b", "b0-n00", 8 * H), ("wait", "head", "QuotaFull", 1, 4 * H),
                ("wait", "b", "QuotaFull", 2, 8 * H), ("relabel", "q", "borrowed", "a")]),
+    Case("a non-preemptible job larger than its team's nominal, which may borrow only while the cohort keeps half its "
+         "nominal free to lend, is told it starts when it will (b's 8 borrowed come back at 1 h), without a "
+         "reservation (the allowance is for idle quota); Hypothesis found it told no start at all",
+         lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=6).team("search", h100=20)
+         .team("ads", h100=8)
+         .run(make_job("n").pods(1, 1).non_preemptible().limit(H), "b0-n00")
+         .run(make_job("m").pods(1, 1).non_preemptible().limit(H), "b0-n00")
+         .run(make_job("b").pods(1, 8).non_preemptible().limit(H), "b0-n01", admitted="borrowed")
+         .pending(make_job("big").pods(1, 8).non_preemptible()).build(),
+         600.0, [("wait", "big", "QuotaFull", 1, H)]),
     Case("a gang that has waited 2 h and could only borrow takes its team's nominal from the team's own newer "
          "preemptible work, which becomes borrowed (the newest first), so a reclaim stops that work, not the gang",
          lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-3 * H)).build(),
