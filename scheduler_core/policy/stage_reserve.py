@@ -118,10 +118,10 @@ class Reserver:
         """A job held back by quota that its team's (or cohort's) jobs free at a known time is planned in its
         place in the queue like any other: reserved from when both quota and nodes allow.
 
-        Not on the allowance that lets non-preemptible work borrow while its cohort is half idle: that is for
-        quota nobody wants now, and holding nodes for it ahead of time cost 0.3 points of utilisation over the
-        20 Tuesday seeds (docs/BENCHMARKS.md, session 25). Such a job is reserved only for its nominal quota,
-        and told its likely start with the allowance counted (``Explainer``)."""
+        On the allowance that lets non-preemptible work borrow while its cohort is half idle only for a job larger
+        than its team's nominal quota, which can run on nothing else: reserving every non-preemptible job on it
+        cost 0.3 points of utilisation over the 20 Tuesday seeds (docs/BENCHMARKS.md, session 25). Another such job
+        is reserved for its nominal quota, and told its likely start with the allowance counted (``Explainer``)."""
         if not self.may_reserve(pending):
             return
         request = pending.request
@@ -130,7 +130,10 @@ class Reserver:
             flavour, reason = option.flavour, option.quota_reason
             if flavour not in self.work.cap.pools or reason is None:
                 continue
-            quota_free = self.work.quota_clock().free_at(request, flavour, reason, option.nominal_only)
+            team = self.work.snapshot.teams.get(request.team)
+            share = (self.config.unreclaimable_borrow_free_share
+                     if team is not None and request.units > team.nominal(flavour) else 1.0)
+            quota_free = self.work.quota_clock().free_at(request, flavour, reason, option.nominal_only, share)
             if quota_free is None:
                 continue
             slot = self.work.timeline.earliest(request, flavour, not_before=max(quota_free, self.now),

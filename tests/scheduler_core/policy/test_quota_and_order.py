@@ -165,15 +165,23 @@ QUOTA = [
                ("reserve", "b", "b0-n00", 8 * H), ("wait", "head", "QuotaFull", 1, 4 * H),
                ("wait", "b", "QuotaFull", 2, 8 * H), ("relabel", "q", "borrowed", "a")]),
     Case("a non-preemptible job larger than its team's nominal, which may borrow only while the cohort keeps half its "
-         "nominal free to lend, is told it starts when it will (b's 8 borrowed come back at 1 h), without a "
-         "reservation (the allowance is for idle quota); Hypothesis found it told no start at all",
+         "nominal free to lend, is reserved for when it will (b's 8 borrowed come back at 1 h); Hypothesis found it "
+         "told no start at all",
          lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=6).team("search", h100=20)
          .team("ads", h100=8)
          .run(make_job("n").pods(1, 1).non_preemptible().limit(H), "b0-n00")
          .run(make_job("m").pods(1, 1).non_preemptible().limit(H), "b0-n00")
          .run(make_job("b").pods(1, 8).non_preemptible().limit(H), "b0-n01", admitted="borrowed")
          .pending(make_job("big").pods(1, 8).non_preemptible()).build(),
-         600.0, [("wait", "big", "QuotaFull", 1, H)]),
+         600.0, [("reserve", "big", "b0-n00", H), ("wait", "big", "QuotaFull", 1, H)]),
+    Case("... a smaller one is told when the cohort will be that idle (search's 16 end at 1 h), though only its nominal "
+         "(at 2 h) would reserve it (here no job holds a reservation)",
+         lambda: make_snapshot(make_cluster().block("b0", 4)).config(max_reservations=0)
+         .team("fraud", h100=6).team("search", h100=20).team("ads", h100=8)
+         .run(make_job("n").pods(1, 6).non_preemptible().limit(2 * H), "b0-n00")
+         .run(make_job("s").team("search").pods(2, 8).limit(H), ["b0-n01", "b0-n02"])
+         .pending(make_job("small").pods(1, 4).non_preemptible()).build(),
+         0.0, [("wait", "small", "QuotaFull", 1, H)]),
     Case("a gang that has waited 2 h and could only borrow takes its team's nominal from the team's own newer "
          "preemptible work, which becomes borrowed (the newest first), so a reclaim stops that work, not the gang",
          lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-3 * H)).build(),
