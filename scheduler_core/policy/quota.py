@@ -321,7 +321,8 @@ class QuotaLedger:
         saying (``Verdict.unreclaimable``) whether it may borrow anyway, because the cohort would keep at least
         ``share`` of its nominal quota of the flavour free to lend after it (1: never). ``in_use``: the team's
         nominal units in use now; ``promised``: those its reserved jobs need while this one would run."""
-        floor = math.ceil(share * self.cohort_nominal(cohort, flavour))
+        cohort_nominal = self.cohort_nominal(cohort, flavour)
+        floor = math.ceil(share * cohort_nominal)
         unreclaimable = share < 1.0 and pool_after >= floor
         nominal = self.teams[request.team].nominal(flavour)
         held = f"{in_use} of {nominal} {flavour} in use"
@@ -329,8 +330,8 @@ class QuotaLedger:
             held += f" and {promised} promised to the team's reserved jobs that start before this one would end"
         message = f"non-preemptible work runs only within nominal quota: {held}, needs {request.units}"
         if share < 1.0:
-            message += (f"; or borrows while cohort {cohort!r} keeps {floor} of its "
-                        f"{self.cohort_nominal(cohort, flavour)} {flavour} free to lend")
+            message += (f"; or borrows while cohort {cohort!r} keeps {floor} of its {cohort_nominal} {flavour} "
+                        f"free to lend")
         return Verdict(None, Reason.QUOTA_FULL, message, unreclaimable=unreclaimable)
 
 
@@ -443,7 +444,7 @@ class QuotaClock:
 
     A non-preemptible job may also borrow while the cohort keeps a share of its nominal quota free to lend after
     it, as ``QuotaLedger.verdict`` lets it: :meth:`free_at` counts that allowance when the caller passes the share
-    (estimates do; reservations do not, see ``Reserver.after_quota``).
+    (estimates always; reservations only for a job larger than its team's nominal, see ``Reserver.after_quota``).
     """
 
     def __init__(self, ledger: QuotaLedger, base_usage: Mapping[tuple[str, str], int],

@@ -123,7 +123,7 @@ class WorkingCopy:
         self.reservations: list[Reserve] = []
         self.relabels: list[Relabel] = []
         self.relabelled: set[str] = set()
-        #: The jobs this pass relabelled borrowed, per flavour: the running jobs' quota ends list them as nominal.
+        #: The jobs this pass relabelled borrowed, with the flavour: the running jobs' quota ends list them as nominal.
         self._relabelled_jobs: list[tuple[RunningJob, str]] = []
         #: What this pass started and the slots of jobs waiting for victims, for the estimates' timeline.
         self.admitted: list[RunningJob] = []
@@ -302,9 +302,10 @@ class WorkingCopy:
                     hit[(team, flavour)] = (total + units, nominal + nominal_units)
             # A job relabelled borrowed this pass no longer holds nominal quota: its end frees none.
             for job, flavour in self._relabelled_jobs:
-                if self.leaving.get(job.request.id, max(job.limit_end, self.now)) <= at:
-                    total, nominal = hit[(job.request.team, flavour)]
-                    hit[(job.request.team, flavour)] = (total, nominal - job.request.units)
+                pair = (job.request.team, flavour)
+                if pair in hit and self.leaving.get(job.request.id, max(job.limit_end, self.now)) <= at:
+                    total, nominal = hit[pair]
+                    hit[pair] = (total, nominal - job.request.units)
             self._ended_cache[at] = hit
         return hit
 
