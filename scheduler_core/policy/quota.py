@@ -300,8 +300,8 @@ class QuotaLedger:
             deficit = min(0, own) - (own + (offer1 - borrow1) - (offer0 - borrow0))
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not may_borrow(request):
-            return self._above_nominal(request, state.cohort, flavour, self.nominal_usage.get(key, 0),
-                                       nominal_usage - self.nominal_usage.get(key, 0), pool_after,
+            in_use = self.nominal_usage.get(key, 0)
+            return self._above_nominal(request, state.cohort, flavour, in_use, nominal_usage - in_use, pool_after,
                                        1.0 if key in nominal_only else unreclaimable_free_share)
         if key in nominal_only:
             return Verdict(None, Reason.QUOTA_FULL,

@@ -122,9 +122,8 @@ class WorkingCopy:
         self.preempts: list[Preempt] = []
         self.reservations: list[Reserve] = []
         self.relabels: list[Relabel] = []
-        self.relabelled: set[str] = set()
-        #: The jobs this pass relabelled borrowed, with the flavour: the running jobs' quota ends list them as nominal.
-        self._relabelled_jobs: list[tuple[RunningJob, str]] = []
+        #: The jobs this pass relabelled borrowed, by id (the running jobs' quota ends still list them as nominal).
+        self.relabelled: dict[str, RunningJob] = {}
         #: What this pass started and the slots of jobs waiting for victims, for the estimates' timeline.
         self.admitted: list[RunningJob] = []
         self.victim_slots: list[VictimSlot] = []
@@ -223,8 +222,7 @@ class WorkingCopy:
         self.version += 1
         for job in jobs:
             self.ledger.relabel(job.request, flavour, AdmittedAs.NOMINAL, AdmittedAs.BORROWED)
-            self.relabelled.add(job.request.id)
-            self._relabelled_jobs.append((job, flavour))
+            self.relabelled[job.request.id] = job
             self.relabels.append(Relabel(job.request.id, AdmittedAs.BORROWED, for_job=for_job))
         self._ended_cache.clear()
         self._held_cache.clear()
@@ -301,8 +299,8 @@ class WorkingCopy:
                     total, nominal = hit.get((team, flavour), (0, 0))
                     hit[(team, flavour)] = (total + units, nominal + nominal_units)
             # A job relabelled borrowed this pass no longer holds nominal quota: its end frees none.
-            for job, flavour in self._relabelled_jobs:
-                pair = (job.request.team, flavour)
+            for job in self.relabelled.values():
+                pair = (job.request.team, job.placement.flavour)
                 if pair in hit and self.leaving.get(job.request.id, max(job.limit_end, self.now)) <= at:
                     total, nominal = hit[pair]
                     hit[pair] = (total, nominal - job.request.units)
