@@ -23,7 +23,7 @@ from .metrics import summarise
 from .report import markdown, write_report
 from .seeds import SeedsError, aggregate_markdown, cluster_line, parse_seeds, per_seed_markdown, run_all, \
     seeds_document, write_seeds_report
-from .waste import explain, explain_markdown
+from .waste import explain, explain_holders, explain_markdown
 from .workloads.scaling import describe_cluster
 
 
@@ -59,7 +59,9 @@ from .workloads.scaling import describe_cluster
 @click.option("--horizon-days", type=float, default=30.0, show_default=True,
               help="Stop this many days after the last submission even if jobs remain.")
 @click.option("--explain-waste", "explain_waste", is_flag=True,
-              help="Also list the 20 waiting jobs the idle GPUs waited on most (JSON: idle_gpu_hours_by_job).")
+              help="Also list the 20 waiting jobs the idle GPUs waited on most (JSON: idle_gpu_hours_by_job), and split "
+                   "the same idle GPU-hours by what held them: reservations (the 20 that held most), idle whole "
+                   "nodes, partly used nodes (JSON: idle_gpu_hours_by_holder).")
 @click.option("--decision-log", "decision_log", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write every decision of every pass to this file, a line each (one seed, one policy): compare "
                    "two runs' files to show a change decides the same.")
@@ -115,9 +117,10 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
         if not as_json:
             click.echo(f"comparison: {path}", err=True)
     summaries = [summarise(record) | {"cluster": built} for record in records]
-    if explain_waste:
+    if explain_waste and as_json:           # as text, the tables follow the figures (below)
         for summary, record in zip(summaries, records):
             summary["idle_gpu_hours_by_job"] = explain(record)
+            summary["idle_gpu_hours_by_holder"] = explain_holders(record)
     if as_json:
         click.echo(json.dumps(summaries[0] if policy != "all" else {s["policy"]: s for s in summaries}))
     elif policy == "all":

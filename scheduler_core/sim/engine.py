@@ -32,7 +32,7 @@ from ..runtime.node_lifecycle import Signal
 from .behaviour import GPU_HOURS_PER_FAILURE, REPAIR_S, FailureModel, NodeFault, ScriptedFailures, behaviour_for
 from .recorder import RecordingStore
 from .records import RunRecord, Series
-from .waste import WasteLedger
+from .waste import Held, Holder, WasteLedger
 from .workloads.types import Workload
 
 POLICIES = ("shoal", "fifo", "kueue", "easy")
@@ -171,7 +171,10 @@ def _replay(workload: Workload, policy: str | Policy, config: SimConfig, policy_
         if last_step >= workload.window[0]:
             waste.charge(at - last_step)
         waits = _fitting_waits(store, state, step.cycle)
-        waste.open(waits, {f: healthy - allocated for f, (allocated, healthy, _) in state.items()})
+        idle = {f: healthy - allocated for f, (allocated, healthy, _) in state.items()}
+        waste.open(waits, idle)
+        if waits:
+            waste.hold(*_held(store, step.cycle, waits, idle))
         series.add(at, store.pending_count, store.holding_count, {
             f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for _, wait in waits.get(f, ())))
             for f, (allocated, healthy, fitting) in state.items()})
@@ -213,6 +216,40 @@ def _fitting_waits(store: RecordingStore, state: dict[str, tuple[int, int, bool]
         if idle is not None and log.units <= idle:
             found.setdefault(flavour, []).append((log.id, wait))
     return found
+
+
+def _held(store: RecordingStore, cycle: CycleResult | None, fitting: dict[str, list[tuple[str, Wait]]],
+          idle: dict[str, int]) -> tuple[list[Held], dict[str, tuple[str, Wait]]]:
+    """What keeps the idle units of each flavour with fitting waits idle (``waste.Holder``): the nodes the cycle
+    reserved (each node's idle units charged to the first reservation that names it), then idle whole nodes, then
+    the rest; and each reserved job's flavour and wait, by workload id."""
+    held: list[Held] = []
+    reserved: dict[str, tuple[str, Wait]] = {}
+    if cycle is None:
+        return held, reserved
+    logs = store.logs
+    waits = {wait.job_id: wait for wait in cycle.waits} if cycle.reservations else {}
+    for flavour in fitting:
+        seen: set[str] = set()
+        reserved_units = reserved_whole = 0
+        for reservation in cycle.reservations:
+            if reservation.flavour != flavour:
+                continue
+            units, whole = store.idle_on([n for n in reservation.nodes if n not in seen], flavour)
+            seen.update(reservation.nodes)
+            log = logs.get(reservation.job_id)
+            job_id = log.id if log is not None else reservation.job_id
+            if units:
+                held.append(Held(flavour, Holder.RESERVED, sum(units.values()), job_id))
+                reserved_units += sum(units.values())
+                reserved_whole += whole
+            wait = waits.get(reservation.job_id)
+            if wait is not None:
+                reserved[job_id] = (flavour, wait)
+        whole_nodes = store.whole_free[flavour] - reserved_whole
+        held.append(Held(flavour, Holder.WHOLE_NODES, whole_nodes))
+        held.append(Held(flavour, Holder.PARTLY_USED, max(0, idle.get(flavour, 0)) - reserved_units - whole_nodes))
+    return held, reserved
 
 
 class _Progress:

@@ -54,9 +54,12 @@ class RecordingStore(MemoryStore):
         self.allocated: Counter[str] = Counter()          # units held on ready nodes
         self.spare_allocated: Counter[str] = Counter()    # of which on ready hot spares
         self.working: Counter[str] = Counter()            # units of ready, non-spare nodes
+        #: Units of ready, non-spare nodes that hold none of that flavour: idle whole nodes (``idle_by_holder``).
+        self.whole_free: Counter[str] = Counter()
         for node in nodes:
             if not node.spare:
                 self.working.update(node.capacity)
+                self.whole_free.update(node.capacity)
         self.team_held: Counter[tuple[str, str]] = Counter()
         self.team_pending: Counter[tuple[str, str]] = Counter()
         self.pending_sizes: dict[str, Counter[int]] = {f: Counter() for f in self.flavours}
@@ -65,6 +68,22 @@ class RecordingStore(MemoryStore):
         self.eta = EtaRecorder()
 
     # -- what the engine asks ------------------------------------------------------------------------------------
+    def idle_on(self, nodes: Iterable[str], flavour: str) -> tuple[dict[str, int], int]:
+        """Idle units of ``flavour`` on each of ``nodes`` that is ready and not a hot spare (the units the
+        utilisation figures count as idle), and how many of them are on nodes that hold none of it."""
+        idle: dict[str, int] = {}
+        whole = 0
+        for name in nodes:
+            node = self._node_of.get(name)
+            if node is None or node.spare or not self._ready.get(name, True):
+                continue
+            capacity = node.capacity.get(flavour, 0)
+            free = capacity - self._held_on[name][flavour]
+            if free > 0:
+                idle[name] = free
+                whole += capacity if free == capacity else 0
+        return idle, whole
+
     def cluster_state(self) -> dict[str, tuple[int, int, bool]]:
         """Per flavour: (allocated, healthy, some pending job fits the idle units by count)."""
         state = {}
@@ -180,6 +199,8 @@ class RecordingStore(MemoryStore):
             if not node.spare:
                 for flavour, units in node.capacity.items():
                     self.working[flavour] += sign * units
+                    if not self._held_on[name][flavour]:
+                        self.whole_free[flavour] += sign * units
             for flavour, units in self._held_on[name].items():
                 self.allocated[flavour] += sign * units
                 if node.spare:
@@ -206,9 +227,14 @@ class RecordingStore(MemoryStore):
         flavour = placement.flavour
         for pod in placement.pods:
             units = len(pod.units)
-            self._held_on[pod.node][flavour] += sign * units
+            held = self._held_on[pod.node]
+            before = held[flavour]
+            held[flavour] = before + sign * units
             self.team_held[(team, flavour)] += sign * units
             if self._ready.get(pod.node, True):
                 self.allocated[flavour] += sign * units
-                if self._node_of[pod.node].spare:
+                node = self._node_of[pod.node]
+                if node.spare:
                     self.spare_allocated[flavour] += sign * units
+                elif not before or not held[flavour]:         # the node was, or is now, wholly free
+                    self.whole_free[flavour] -= sign * node.capacity[flavour]

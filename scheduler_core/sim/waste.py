@@ -1,15 +1,24 @@
-"""Which waiting jobs the idle GPUs waited on: ``shoal sim --explain-waste``.
+"""Which waiting jobs the idle GPUs waited on, and what held them: ``shoal sim --explain-waste``.
 
-``idle_gpu_hours_while_waiting`` says how much a policy wasted; this says on whose account. After each cycle the
-engine hands over, per flavour, the waiting jobs that would fit its idle units by count (the metric's own test,
-with the policy's reason and message for each); until the next cycle that flavour's idle GPUs are split evenly
-among them. The shares add up to the metric, less the spans in which only jobs submitted since the cycle fitted.
+``idle_gpu_hours_while_waiting`` says how much a policy wasted; this says on whose account, two ways.
+
+*By waiting job*: after each cycle the engine hands over, per flavour, the waiting jobs that would fit its idle
+units by count (the metric's own test, with the policy's reason and message for each); until the next cycle that
+flavour's idle GPUs are split evenly among them. The shares add up to the metric, less the spans in which only
+jobs submitted since the cycle fitted. An even split names who waited, not why the GPUs stayed idle: a 2-GPU job
+held back by its quota is charged its share of a block held for a gang.
+
+*By holder*: the same idle GPUs, split by what kept them idle (:class:`Holder`): units on nodes the cycle reserved
+for a job (charged to that job), idle whole nodes nobody reserved, and idle units of nodes partly in use. A
+policy's idle GPU-hours on reserved nodes are its reservations' cost; on unreserved whole nodes, work that waits
+for something other than room (quota, mostly); on partly used nodes, fragmentation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ..policy.decisions import Wait
@@ -29,6 +38,25 @@ class Waste:
     message: str
 
 
+class Holder(StrEnum):
+    """What kept idle units idle while fitting work waited."""
+
+    RESERVED = "held for reservations"
+    WHOLE_NODES = "idle whole nodes, not reserved"
+    PARTLY_USED = "idle units of partly used nodes, not reserved"
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Idle units of one flavour kept by one holder until the next cycle; ``job_id``: the reserved job
+    (workload id), for :attr:`Holder.RESERVED` only."""
+
+    flavour: str
+    holder: Holder
+    units: int
+    job_id: str | None = None
+
+
 class WasteLedger:
     """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them; and
     how long such jobs waited, by "flavour/reason" (``fitting_wait_hours_by_reason``)."""
@@ -41,6 +69,11 @@ class WasteLedger:
         self.wait_s: dict[str, float] = {}
         self._shares: list[tuple[str, float]] = []
         self._reasons: set[str] = set()
+        #: GPU-seconds by holder, and by reserved job (with the reserved job's flavour and wait).
+        self.held_s: dict[Holder, float] = {}
+        self.reserved_s: dict[str, float] = {}
+        self.reserved_why: dict[str, tuple[str, Wait]] = {}
+        self._held: list[tuple[Holder, str | None, float]] = []
 
     def open(self, fitting: Mapping[str, Sequence[tuple[str, Wait]]], idle_units: Mapping[str, int]) -> None:
         """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs
@@ -58,6 +91,15 @@ class WasteLedger:
             reasons.update(f"{flavour}/{reason.value}" for reason in {wait.reason for _, wait in waits})
         self._shares = shares
         self._reasons = reasons
+        self._held = []
+
+    def hold(self, held: Sequence[Held], waits: Mapping[str, tuple[str, Wait]]) -> None:
+        """After ``open``: from now until the next ``charge``, these idle units are kept by these holders;
+        ``waits``: each reserved job's flavour and wait, by workload id."""
+        self._held = [(h.holder, h.job_id, h.units / self.units_per_gpu.get(h.flavour, 1)) for h in held]
+        for h in held:
+            if h.job_id is not None and h.job_id in waits:
+                self.reserved_why[h.job_id] = waits[h.job_id]
 
     def charge(self, seconds: float) -> None:
         """The spans opened last lasted ``seconds``."""
@@ -66,6 +108,10 @@ class WasteLedger:
             gpu_s[job_id] = gpu_s.get(job_id, 0.0) + share * seconds
         for key in self._reasons:
             self.wait_s[key] = self.wait_s.get(key, 0.0) + seconds
+        for holder, reserved_for, gpus in self._held:
+            self.held_s[holder] = self.held_s.get(holder, 0.0) + gpus * seconds
+            if reserved_for is not None:
+                self.reserved_s[reserved_for] = self.reserved_s.get(reserved_for, 0.0) + gpus * seconds
 
     def top(self, count: int) -> list[Waste]:
         """The ``count`` jobs with the largest shares, largest first."""
@@ -97,6 +143,25 @@ def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
     return rows
 
 
+def explain_holders(record: RunRecord, count: int = 20) -> dict[str, Any]:
+    """The idle GPU-hours by what held them, and the ``count`` reservations that held the most, as JSON-ready
+    rows."""
+    ledger = record.waste
+    if ledger is None:
+        return {"by_holder": {}, "reservations": []}
+    logs = {log.id: log for log in record.jobs}
+    ranked = sorted(ledger.reserved_s.items(), key=lambda item: (-item[1], item[0]))[:count]
+    rows = []
+    for job_id, gpu_s in ranked:
+        log = logs.get(job_id)
+        why = ledger.reserved_why.get(job_id)
+        rows.append({"job": job_id, "team": log.team if log else None, "gpus": log.gpus if log else None,
+                     "flavour": why[0] if why else None, "reason": why[1].reason.value if why else None,
+                     "message": why[1].message if why else "", "idle_gpu_hours": round(gpu_s / 3600, 1)})
+    return {"by_holder": {holder.value: round(ledger.held_s.get(holder, 0.0) / 3600, 1) for holder in Holder},
+            "reservations": rows}
+
+
 def explain_markdown(record: RunRecord, count: int = 20) -> str:
     """``explain`` as a Markdown table, with the total it shares out."""
     rows = explain(record, count)
@@ -109,4 +174,13 @@ def explain_markdown(record: RunRecord, count: int = 20) -> str:
         message = str(row["message"]).replace("|", "/")
         lines.append(f"| {row['job']} | {row['team']} | {row['kind']} | {row['gpus']:g} | {row['submitted_h']} "
                      f"| {row['flavour']} | {row['reason']} | {row['idle_gpu_hours']:,.1f} | {message} |")
+    held = explain_holders(record, count)
+    lines += ["", "The same idle GPU-hours by what held them:", "", "| held by | idle GPU-h |", "|---|---:|"]
+    lines += [f"| {holder} | {hours:,.1f} |" for holder, hours in held["by_holder"].items()]
+    lines += ["", f"Reservations that held the most idle GPUs (the top {len(held['reservations'])}):", "",
+              "| job | team | GPUs | flavour | reason | idle GPU-h | last message |", "|---|---|---:|---|---|---:|---|"]
+    for row in held["reservations"]:
+        message = str(row["message"]).replace("|", "/")
+        lines.append(f"| {row['job']} | {row['team']} | {row['gpus'] or 0:g} | {row['flavour']} | {row['reason']} "
+                     f"| {row['idle_gpu_hours']:,.1f} | {message} |")
     return "\n".join(lines)

@@ -51,8 +51,12 @@ def test_explain_waste_names_the_jobs_idle_gpus_waited_on(tmp_path: Path,
     rows = summary["idle_gpu_hours_by_job"]
     assert len(rows) <= 20 and all(row["idle_gpu_hours"] >= 0 and row["reason"] for row in rows)
     assert sum(row["idle_gpu_hours"] for row in rows) <= summary["idle_gpu_hours_while_waiting"] + 0.1 * len(rows)
+    held = summary["idle_gpu_hours_by_holder"]
+    assert set(held) == {"by_holder", "reservations"} and len(held["by_holder"]) == 3
+    assert sum(held["by_holder"].values()) <= summary["idle_gpu_hours_while_waiting"] + 0.3
     assert main(args) == 0
-    assert "| job | team | kind | GPUs |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| job | team | kind | GPUs |" in printed and "| held by | idle GPU-h |" in printed
 
 
 def test_sim_writes_a_report_with_table_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

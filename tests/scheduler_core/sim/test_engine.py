@@ -9,7 +9,7 @@ from scheduler_core.sim.behaviour import NodeFault
 from scheduler_core.sim.engine import SimConfig, simulate
 from scheduler_core.sim.metrics import summarise
 from scheduler_core.sim.records import RunRecord
-from scheduler_core.sim.waste import explain
+from scheduler_core.sim.waste import Holder, explain, explain_holders
 
 from . import tiny
 
@@ -114,6 +114,30 @@ def test_the_idle_gpus_of_fitting_waits_are_shared_out_among_the_jobs_that_waite
     assert top[0]["admitted_h"] == [round((a.at - record.window[0]) / 3600, 2) for a in log.admissions]
     assert len(top[0]["admitted_h"]) == 1 and top[0]["interrupted_h"] == []
     assert summarise(record)["fitting_wait_hours_by_reason"]          # the same ledger times the waits
+
+
+@pytest.mark.parametrize(("policy", "holders"), [
+    ("easy", [Holder.RESERVED]),
+    ("fifo", [Holder.WHOLE_NODES, Holder.PARTLY_USED]),
+])
+def test_the_same_idle_gpus_are_split_by_what_held_them(policy: str, holders: list[Holder]) -> None:
+    # A whole-cluster gang waits for the 4-GPU job ahead of it; a later job too long to run before the gang starts
+    # waits beside the 60 idle GPUs. EASY reserves the whole cluster for the gang: the idle GPUs are the
+    # reservation's, charged to the gang. FIFO reserves nothing: most are idle whole nodes, the rest the first
+    # job's node's.
+    jobs = [tiny.job("first", gpus=4, at=0, work=3000.0, limit=7200.0), tiny.job("gang", gpus=64, at=10, work=600.0),
+            tiny.job("late", gpus=8, at=20, work=600.0, limit=3 * 3600.0)]
+    record = simulate(tiny.workload(*jobs), policy, SimConfig(gpu_hours_per_failure=None))
+    assert record.waste is not None
+    held = explain_holders(record)
+    total = summarise(record)["idle_gpu_hours_while_waiting"]
+    assert total > 30                     # 60 GPUs for the first job's ~3,000 s
+    assert sum(held["by_holder"].values()) == pytest.approx(total, abs=0.2)
+    assert sum(held["by_holder"].values()) == pytest.approx(sum(record.waste.gpu_s.values()) / 3600, abs=0.2)
+    assert [h for h in Holder if held["by_holder"][h.value] > 0] == holders
+    assert held["by_holder"][holders[0].value] > 0.8 * total
+    reserved = [(row["job"], row["gpus"], row["reason"]) for row in held["reservations"]]
+    assert reserved == ([("gang", 64, "WaitingForCapacity")] if policy == "easy" else [])
 
 
 def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
