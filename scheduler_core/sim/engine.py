@@ -240,8 +240,8 @@ def _held(store: RecordingStore, cycle: CycleResult | None, fitting: dict[str, l
             log = logs.get(reservation.job_id)
             job_id = log.id if log is not None else reservation.job_id
             if units:
-                held.append(Held(flavour, Holder.RESERVED, sum(units.values()), job_id))
-                reserved_units += sum(units.values())
+                held.append(Held(flavour, Holder.RESERVED, units, job_id))
+                reserved_units += units
                 reserved_whole += whole
             wait = waits.get(reservation.job_id)
             if wait is not None:

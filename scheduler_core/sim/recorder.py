@@ -54,7 +54,7 @@ class RecordingStore(MemoryStore):
         self.allocated: Counter[str] = Counter()          # units held on ready nodes
         self.spare_allocated: Counter[str] = Counter()    # of which on ready hot spares
         self.working: Counter[str] = Counter()            # units of ready, non-spare nodes
-        #: Units of ready, non-spare nodes that hold none of that flavour: idle whole nodes (``idle_by_holder``).
+        #: Units of ready, non-spare nodes that hold none of that flavour: idle whole nodes (``waste.Holder``).
         self.whole_free: Counter[str] = Counter()
         for node in nodes:
             if not node.spare:
@@ -68,20 +68,18 @@ class RecordingStore(MemoryStore):
         self.eta = EtaRecorder()
 
     # -- what the engine asks ------------------------------------------------------------------------------------
-    def idle_on(self, nodes: Iterable[str], flavour: str) -> tuple[dict[str, int], int]:
-        """Idle units of ``flavour`` on each of ``nodes`` that is ready and not a hot spare (the units the
+    def idle_on(self, nodes: Iterable[str], flavour: str) -> tuple[int, int]:
+        """Idle units of ``flavour`` on those of ``nodes`` that are ready and not hot spares (the units the
         utilisation figures count as idle), and how many of them are on nodes that hold none of it."""
-        idle: dict[str, int] = {}
-        whole = 0
+        idle = whole = 0
         for name in nodes:
             node = self._node_of.get(name)
             if node is None or node.spare or not self._ready.get(name, True):
                 continue
             capacity = node.capacity.get(flavour, 0)
             free = capacity - self._held_on[name][flavour]
-            if free > 0:
-                idle[name] = free
-                whole += capacity if free == capacity else 0
+            idle += free
+            whole += capacity if free == capacity else 0
         return idle, whole
 
     def cluster_state(self) -> dict[str, tuple[int, int, bool]]:
