@@ -59,9 +59,9 @@ from .workloads.scaling import describe_cluster
 @click.option("--horizon-days", type=float, default=30.0, show_default=True,
               help="Stop this many days after the last submission even if jobs remain.")
 @click.option("--explain-waste", "explain_waste", is_flag=True,
-              help="Also list the 20 waiting jobs the idle GPUs waited on most (JSON: idle_gpu_hours_by_job), and split "
-                   "the same idle GPU-hours by what held them: reservations (the 20 that held most), idle whole "
-                   "nodes, partly used nodes (JSON: idle_gpu_hours_by_holder).")
+              help="Also list the 20 waiting jobs the idle GPUs waited on most (JSON: idle_gpu_hours_by_job), "
+                   "and split the same idle GPU-hours by what held them: reservations (the 20 that held most, by "
+                   "job and reason), idle whole nodes, partly used nodes (JSON: idle_gpu_hours_by_holder).")
 @click.option("--decision-log", "decision_log", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write every decision of every pass to this file, a line each (one seed, one policy): compare "
                    "two runs' files to show a change decides the same.")

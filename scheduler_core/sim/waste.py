@@ -69,11 +69,12 @@ class WasteLedger:
         self.wait_s: dict[str, float] = {}
         self._shares: list[tuple[str, float]] = []
         self._reasons: set[str] = set()
-        #: GPU-seconds by holder, and by reserved job (with the reserved job's flavour and wait).
+        #: GPU-seconds by holder, and by reserved job and the reason it waited for then (a job may hold nodes
+        #: first for capacity, then for its victims to leave), with the flavour and the last wait of each.
         self.held_s: dict[Holder, float] = {}
-        self.reserved_s: dict[str, float] = {}
-        self.reserved_why: dict[str, tuple[str, Wait]] = {}
-        self._held: list[tuple[Holder, str | None, float]] = []
+        self.reserved_s: dict[tuple[str, str], float] = {}
+        self.reserved_why: dict[tuple[str, str], tuple[str, Wait]] = {}
+        self._held: list[tuple[Holder, tuple[str, str] | None, float]] = []
 
     def open(self, fitting: Mapping[str, Sequence[tuple[str, Wait]]], idle_units: Mapping[str, int]) -> None:
         """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs
@@ -96,10 +97,15 @@ class WasteLedger:
     def hold(self, held: Sequence[Held], waits: Mapping[str, tuple[str, Wait]]) -> None:
         """After ``open``: from now until the next ``charge``, these idle units are kept by these holders;
         ``waits``: each reserved job's flavour and wait, by workload id."""
-        self._held = [(h.holder, h.job_id, h.units / self.units_per_gpu.get(h.flavour, 1)) for h in held]
+        self._held = []
         for h in held:
-            if h.job_id is not None and h.job_id in waits:
-                self.reserved_why[h.job_id] = waits[h.job_id]
+            key = None
+            if h.job_id is not None:
+                why = waits.get(h.job_id)
+                key = (h.job_id, why[1].reason.value if why else "")
+                if why is not None:
+                    self.reserved_why[key] = why
+            self._held.append((h.holder, key, h.units / self.units_per_gpu.get(h.flavour, 1)))
 
     def charge(self, seconds: float) -> None:
         """The spans opened last lasted ``seconds``."""
@@ -145,18 +151,18 @@ def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
 
 def explain_holders(record: RunRecord, count: int = 20) -> dict[str, Any]:
     """The idle GPU-hours by what held them, and the ``count`` reservations that held the most, as JSON-ready
-    rows."""
+    rows: one per job and reason, so a job that held nodes for capacity and then for its victims shows both."""
     ledger = record.waste
     if ledger is None:
         return {"by_holder": {}, "reservations": []}
     logs = {log.id: log for log in record.jobs}
     ranked = sorted(ledger.reserved_s.items(), key=lambda item: (-item[1], item[0]))[:count]
     rows = []
-    for job_id, gpu_s in ranked:
+    for (job_id, reason), gpu_s in ranked:
         log = logs.get(job_id)
-        why = ledger.reserved_why.get(job_id)
+        why = ledger.reserved_why.get((job_id, reason))
         rows.append({"job": job_id, "team": log.team if log else None, "gpus": log.gpus if log else None,
-                     "flavour": why[0] if why else None, "reason": why[1].reason.value if why else None,
+                     "flavour": why[0] if why else None, "reason": reason or None,
                      "message": why[1].message if why else "", "idle_gpu_hours": round(gpu_s / 3600, 1)})
     return {"by_holder": {holder.value: round(ledger.held_s.get(holder, 0.0) / 3600, 1) for holder in Holder},
             "reservations": rows}
@@ -177,7 +183,8 @@ def explain_markdown(record: RunRecord, count: int = 20) -> str:
     held = explain_holders(record, count)
     lines += ["", "The same idle GPU-hours by what held them:", "", "| held by | idle GPU-h |", "|---|---:|"]
     lines += [f"| {holder} | {hours:,.1f} |" for holder, hours in held["by_holder"].items()]
-    lines += ["", f"Reservations that held the most idle GPUs (the top {len(held['reservations'])}):", "",
+    top = len(held["reservations"])
+    lines += ["", f"Reservations that held the most idle GPUs, by job and reason (the top {top}):", "",
               "| job | team | GPUs | flavour | reason | idle GPU-h | last message |", "|---|---|---:|---|---|---:|---|"]
     for row in held["reservations"]:
         message = str(row["message"]).replace("|", "/")

@@ -140,6 +140,22 @@ def test_the_same_idle_gpus_are_split_by_what_held_them(policy: str, holders: li
     assert reserved == ([("gang", 64, "WaitingForCapacity")] if policy == "easy" else [])
 
 
+def test_a_reservation_s_idle_gpus_are_told_per_reason_it_waited_for() -> None:
+    # A gang holds 16 idle GPUs for an hour waiting for capacity, then 8 for ten minutes waiting for its victims.
+    from scheduler_core.policy.decisions import Reason, Wait
+    from scheduler_core.sim.waste import Held, WasteLedger
+    ledger = WasteLedger({"h100": 1})
+    fits = {"h100": [("small", Wait("s", Reason.QUOTA_FULL, "quota", 1))]}
+    for units, seconds, reason in [(16, 3600.0, Reason.WAITING_FOR_CAPACITY), (8, 600.0, Reason.PREEMPTING_VICTIMS)]:
+        ledger.open(fits, {"h100": units})
+        waits = {"gang": ("h100", Wait("g", reason, str(reason), 1))}
+        ledger.hold([Held("h100", Holder.RESERVED, units, "gang")], waits)
+        ledger.charge(seconds)
+    assert ledger.reserved_s == {("gang", "WaitingForCapacity"): 16 * 3600.0, ("gang", "PreemptingVictims"): 8 * 600.0}
+    assert ledger.held_s == {Holder.RESERVED: 16 * 3600.0 + 8 * 600.0}
+    assert ledger.reserved_why[("gang", "PreemptingVictims")][1].message == "PreemptingVictims"
+
+
 def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
     from scheduler_core.policy.cycle import run_cycle
     config = SimConfig(seed=2, gpu_hours_per_failure=200.0, repair_s=3600.0)
