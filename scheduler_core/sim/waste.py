@@ -9,9 +9,11 @@ jobs submitted since the cycle fitted. An even split names who waited, not why t
 held back by its quota is charged its share of a block held for a gang.
 
 *By holder*: the same idle GPUs, split by what kept them idle (:class:`Holder`): units on nodes the cycle reserved
-for a job (charged to that job), idle whole nodes nobody reserved, and idle units of nodes partly in use. A
-policy's idle GPU-hours on reserved nodes are its reservations' cost; on unreserved whole nodes, work that waits
-for something other than room (quota, mostly); on partly used nodes, fragmentation.
+for a job (charged to that job and the reason it waited for then), idle whole nodes nobody reserved, and idle units
+of nodes partly in use. Reserved nodes are what reservations held, which is not always what they cost: the
+nodes of a job held back by quota may have had no other taker (docs/BENCHMARKS.md, session 26). Idle whole nodes
+nobody reserved wait beside work held back by something other than room (quota, mostly); partly used ones are
+fragmentation.
 """
 
 from __future__ import annotations

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler_core.policy.decisions import Reason, Wait
 from scheduler_core.sim.behaviour import NodeFault
 from scheduler_core.sim.engine import SimConfig, simulate
 from scheduler_core.sim.metrics import summarise
 from scheduler_core.sim.records import RunRecord
-from scheduler_core.sim.waste import Holder, explain, explain_holders
+from scheduler_core.sim.waste import Held, Holder, WasteLedger, explain, explain_holders
 
 from . import tiny
 
@@ -142,8 +143,6 @@ def test_the_same_idle_gpus_are_split_by_what_held_them(policy: str, holders: li
 
 def test_a_reservation_s_idle_gpus_are_told_per_reason_it_waited_for() -> None:
     # A gang holds 16 idle GPUs for an hour waiting for capacity, then 8 for ten minutes waiting for its victims.
-    from scheduler_core.policy.decisions import Reason, Wait
-    from scheduler_core.sim.waste import Held, WasteLedger
     ledger = WasteLedger({"h100": 1})
     fits = {"h100": [("small", Wait("s", Reason.QUOTA_FULL, "quota", 1))]}
     for units, seconds, reason in [(16, 3600.0, Reason.WAITING_FOR_CAPACITY), (8, 600.0, Reason.PREEMPTING_VICTIMS)]:
