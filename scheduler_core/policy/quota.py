@@ -255,6 +255,11 @@ class QuotaLedger:
                 self.teams[name].nominal(flavour) for name in self.members.get(cohort, ()))
         return value
 
+    def unreclaimable_floor(self, cohort: str, flavour: str, share: float) -> int:
+        """What the cohort's pool must keep free to lend after a non-preemptible job borrows: ``share`` of the
+        cohort's nominal quota of ``flavour`` (``PolicyConfig.unreclaimable_borrow_free_share``)."""
+        return math.ceil(share * self.cohort_nominal(cohort, flavour))
+
     def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
                 nominal_only: frozenset[tuple[str, str]] = frozenset(),
                 nominal_extra: Mapping[tuple[str, str], int] | None = None,
@@ -322,7 +327,7 @@ class QuotaLedger:
         ``share`` of its nominal quota of the flavour free to lend after it (1: never). ``in_use``: the team's
         nominal units in use now; ``promised``: those its reserved jobs need while this one would run."""
         cohort_nominal = self.cohort_nominal(cohort, flavour)
-        floor = math.ceil(share * cohort_nominal)
+        floor = self.unreclaimable_floor(cohort, flavour, share)
         unreclaimable = share < 1.0 and pool_after >= floor
         nominal = self.teams[request.team].nominal(flavour)
         held = f"{in_use} of {nominal} {flavour} in use"
@@ -519,7 +524,7 @@ class QuotaClock:
         state = self.ledger.teams.get(request.team)
         if share >= 1.0 or state is None:
             return None
-        return math.ceil(share * self.ledger.cohort_nominal(state.cohort, flavour))
+        return self.ledger.unreclaimable_floor(state.cohort, flavour, share)
 
     def _free_at(self, request: JobRequest, flavour: str, reason: Reason, floor: int | None,
                  changes: _Changes | None) -> float | None:

@@ -125,12 +125,12 @@ class Reserver:
         if not self.may_reserve(pending):
             return
         request = pending.request
+        team = self.work.snapshot.teams.get(request.team)
         best: Slot | None = None
         for option in refused:
             flavour, reason = option.flavour, option.quota_reason
             if flavour not in self.work.cap.pools or reason is None:
                 continue
-            team = self.work.snapshot.teams.get(request.team)
             share = (self.config.unreclaimable_borrow_free_share
                      if team is not None and request.units > team.nominal(flavour) else 1.0)
             quota_free = self.work.quota_clock().free_at(request, flavour, reason, option.nominal_only, share)

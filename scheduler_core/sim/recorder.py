@@ -73,8 +73,8 @@ class RecordingStore(MemoryStore):
         utilisation figures count as idle), and how many of them are on nodes that hold none of it."""
         idle = whole = 0
         for name in nodes:
-            node = self._node_of.get(name)
-            if node is None or node.spare or not self._ready.get(name, True):
+            node = self._node_of[name]
+            if node.spare or not self._ready.get(name, True):
                 continue
             capacity = node.capacity.get(flavour, 0)
             free = capacity - self._held_on[name][flavour]
