@@ -41,6 +41,7 @@ class _Cycle:
     signalled: set[str] = field(default_factory=set)
     _after: FreeMap | None = None
     _after_failed: set[tuple[object, ...]] = field(default_factory=set)
+    _after_fits: set[tuple[object, ...]] = field(default_factory=set)
     #: The running jobs' units per (team, flavour), for ``QuotaBook`` (read only).
     quota_usage: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
@@ -62,13 +63,17 @@ class _Cycle:
         return self._after
 
     def fits_after_exits(self, pending: PendingJob, flavour: str) -> bool:
+        """Whether the job would fit once the signalled jobs exit. Both answers are remembered: whether a shape
+        fits only grows as jobs are signalled (a failure is forgotten then) and only shrinks as jobs are admitted
+        (a fit is forgotten then); a long queue of one shape asks once per pass, not once per job."""
         key = placement_key(pending, flavour)
         if key in self._after_failed:
             return False
+        if key in self._after_fits:
+            return True
         found = self.after_exits().place(pending.request, flavour, restart_block=pending.restart_block,
                                          avoid=pending.avoid_nodes) is not None
-        if not found:
-            self._after_failed.add(key)
+        (self._after_fits if found else self._after_failed).add(key)
         return found
 
     def signal(self, victim: RunningJob, preempt: Preempt) -> None:
@@ -98,6 +103,7 @@ class _Cycle:
         self.free.take(placement)
         if self._after is not None:
             self._after.take(placement)
+            self._after_fits.clear()
         self.result.admits.append(Admit(pending.request.id, placement, admitted_as, backfill=backfill))
 
     def can_ever_fit(self, pending: PendingJob) -> bool:
@@ -332,21 +338,31 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
     for queue in queues.values():
         # Within a ClusterQueue: priority, then the time it (re-)entered the queue (Kueue's eviction timestamp).
         queue.sort(key=lambda p: (-p.request.priority_class.rank, p.queued_at, p.request.id))
-    cursor = {team: 0 for team in queues}
-    while True:
-        heads = [queues[team][cursor[team]] for team in sorted(queues) if cursor[team] < len(queues[team])]
-        if not heads:
-            break
-        for team in {h.request.team for h in heads}:
-            cursor[team] += 1
 
-        def needs_borrowing(p: PendingJob) -> bool:
-            return not any(book.nominal_fits(p.request.team, f, p.request.units) for f in p.request.flavours)
+    def needs_borrowing(p: PendingJob) -> bool:
+        return not any(book.nominal_fits(p.request.team, f, p.request.units) for f in p.request.flavours)
 
+    # A job that waits waits for a reason its team, shape and placement rules decide, while nothing was admitted
+    # or signalled since (the count of both stamps that): a long queue of like jobs is worked out once a pass.
+    waited: dict[tuple[object, ...], tuple[int, Reason, str]] = {}
+    result = cycle.result
+    # Round after round, each team's next head; a round's heads in order, those that fit without borrowing first.
+    ordered = [queues[team] for team in sorted(queues)]
+    for depth in range(max(map(len, ordered), default=0)):
+        heads = [queue[depth] for queue in ordered if depth < len(queue)]
         heads.sort(key=lambda p: (needs_borrowing(p), -p.request.priority_class.rank, p.queued_at, p.request.id))
         for pending in heads:
+            key = (pending.request.team,) + placement_key(pending, "")
+            stamp = len(result.admits) + len(result.preempts)
+            seen = waited.get(key)
+            if seen is not None and seen[0] == stamp:
+                cycle.wait(pending, seen[1], seen[2])
+                continue
             _kueue_one(cycle, book, pending)
-    return cycle.result
+            if len(result.admits) + len(result.preempts) == stamp:
+                wait = result.waits[-1]
+                waited[key] = (stamp, wait.reason, wait.message)
+    return result
 
 
 def _kueue_one(cycle: _Cycle, book: QuotaBook, pending: PendingJob) -> None:

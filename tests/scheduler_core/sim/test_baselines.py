@@ -104,6 +104,24 @@ def test_kueue_orders_work_within_nominal_quota_before_borrowing_work() -> None:
     assert admitted(kueue(snap, now=3)) == ["owns"]
 
 
+def test_kueue_works_out_each_job_of_a_like_queue_again_once_the_cluster_moved() -> None:
+    """A pass remembers why a job waits and whether it fits once the signalled jobs exit, for the like jobs after
+    it; an admission in between takes the room that answer counted on, so the next like job is asked afresh."""
+    cluster = nodes("b0", 2)
+    teams = [team("b", 64), team("c", 64)]
+    running = [job("half0").team("c").gpus(4).running(["b0-n00"]),
+               job("half1").team("c").gpus(4).running(["b0-n01"]),
+               job("leaving").team("c").gpus(4).running(["b0-n01"], first_unit=4, terminating=True)]
+    snap = snapshot(cluster, teams=teams, running=running, pending=[
+        job("first").team("b").pods(2, 4).at(1).build(),    # fits only once "leaving" has left: it waits for it
+        job("takes").team("c").gpus(4).at(2).build(),       # takes the free half of b0-n00 that counted on
+        job("like").team("b").pods(2, 4).at(3).build(),
+    ])
+    result = kueue(snap, now=10)
+    assert admitted(result) == ["takes"]
+    assert reasons(result) == {"first": Reason.PREEMPTING_VICTIMS, "like": Reason.WAITING_FOR_CAPACITY}
+
+
 def test_easy_backfills_only_jobs_that_end_before_the_reservation_on_its_nodes() -> None:
     cluster = nodes("b0", 3)
     running = [job("ends-soon").gpus(8).limit(1000).running(["b0-n00"], started=0),
