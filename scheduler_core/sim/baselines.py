@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ..model.team import Quota
 from ..policy.types import Policy
@@ -178,7 +179,10 @@ def time_limit_preempts(running: Iterable[RunningJob], now: float) -> list[Preem
 
 
 def _by_submission(pending: Iterable[PendingJob]) -> list[PendingJob]:
-    return sorted(pending, key=lambda p: (p.request.submitted_at, p.request.id))
+    return sorted(pending, key=_SUBMISSION)
+
+
+_SUBMISSION = attrgetter("request.submitted_at", "request.id")
 
 
 #: Per team: its quotas and cohort, and the terms ``_quota_terms`` derived from them.
@@ -304,14 +308,10 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
         else:
             open_flavours = tuple(f for f in flavours if f not in heads)
         if not open_flavours:
-            if not any(f in offered for f in flavours):
-                cycle.wait(pending, *cycle.why(pending))
+            if flavours[0] in offered if len(flavours) == 1 else any(f in offered for f in flavours):
+                cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, behind[heads[flavours[0]]])
             else:
-                head = heads[flavours[0]]
-                message = behind.get(head)
-                if message is None:
-                    message = behind[head] = f"strict FIFO: behind {head}"
-                cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, message)
+                cycle.wait(pending, *cycle.why(pending))
             continue
         placement = cycle.place(pending, flavours=open_flavours)
         if placement is not None:
@@ -325,6 +325,7 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
         cycle.wait(pending, reason, message)
         if reason is not Reason.INVALID_FLAVOUR and cycle.can_ever_fit(pending):
             heads.update((f, request.id) for f in open_flavours)
+            behind[request.id] = f"strict FIFO: behind {request.id}"
     return cycle.result
 
 
