@@ -31,7 +31,9 @@ class SnapshotBuilder:
             for flavour, units in node.capacity.items():
                 self._shape.setdefault(flavour, (node.cpus, node.memory_gb, units))
         self._requests: dict[str, JobRequest] = {}
-        self._pending: dict[str, tuple[tuple[object, ...], PendingJob]] = {}
+        #: Per pending job: its key, its ``PendingJob``, the record it was built from, and whether its room-wait
+        #: window moves with ``now``.
+        self._pending: dict[str, tuple[tuple[object, ...], PendingJob, JobRecord, bool]] = {}
         self._running: dict[str, tuple[JobRecord, RunningJob]] = {}
         self._node_states: dict[str, tuple[Node, NodeState]] = {}
         self._nodes: tuple[list[NodeRecord], tuple[NodeState, ...]] | None = None
@@ -103,23 +105,29 @@ class SnapshotBuilder:
         return state
 
     def _pending_job(self, record: JobRecord, now: float | None) -> PendingJob:
+        cached = self._pending.get(record.id)
+        # The same record (a store that shares unchanged records) whose window does not move with ``now``: the same
+        # job, without working its key out again (a long queue passes through here every pass).
+        if cached is not None and cached[2] is record and not cached[3]:
+            return cached[1]
         # The runs of its room waits laid end to end, ending now: constant during a run, moving during quota waits.
         room_wait_since = None
+        moving = record.room_wait_since is None and bool(
+            record.room_waited_s or (record.wait_reason is not None and record.wait_reason.is_quota))
         if record.room_wait_since is not None:
             room_wait_since = record.room_wait_since - record.room_waited_s
-        elif now is not None and (record.room_waited_s or (record.wait_reason is not None
-                                                           and record.wait_reason.is_quota)):
+        elif moving and now is not None:
             room_wait_since = now - record.room_waited_s
         key = (record.queued_at, record.front_of_queue, record.attained_gpu_s, record.restart_block,
                record.avoid_nodes, room_wait_since)
-        cached = self._pending.get(record.id)
         if cached is not None and cached[0] == key:
+            self._pending[record.id] = (key, cached[1], record, moving)
             return cached[1]
         job = PendingJob(request=self.request(record), queued_at=record.queued_at,
                          front_of_queue=record.front_of_queue, attained_gpu_s=record.attained_gpu_s,
                          restart_block=record.restart_block, avoid_nodes=record.avoid_nodes,
                          room_wait_since=room_wait_since)
-        self._pending[record.id] = (key, job)
+        self._pending[record.id] = (key, job, record, moving)
         return job
 
     def _running_job(self, record: JobRecord) -> RunningJob:

@@ -80,7 +80,7 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
                         days=days)
     config = SimConfig(seed=seed or 0, gpu_hours_per_failure=None if no_failures else gpu_hours_per_failure,
                        repair_s=repair_hours * 3600.0, horizon_s=horizon_days * 86400.0, tick_s=tick_s,
-                       progress=True)
+                       progress=True, explain_waste=explain_waste)
     if seeds_text is not None:
         if seed is not None or explain_waste or decision_log is not None:
             raise click.UsageError("--seeds runs many seeds: drop --seed, --explain-waste and --decision-log (run "

@@ -50,6 +50,9 @@ class SimConfig:
     horizon_s: float = 30 * 86400.0
     readiness_timeout_s: float = 600.0
     progress: bool = False
+    #: Split the idle GPU-hours by waiting job and by holder (``--explain-waste``, ``waste``): accounting only,
+    #: off unless asked, since a long queue would pay for a share per waiting job every pass.
+    explain_waste: bool = False
 
 
 def resolve_policy(name: str) -> Policy:
@@ -115,7 +118,7 @@ def _replay(workload: Workload, policy: str | Policy, config: SimConfig, policy_
     idle_gap = config.idle_step_s
     cycles = node_failures = 0
     preempt_reasons: dict[str, int] = {}
-    waste = WasteLedger({f: FLAVOURS[f].units_per_gpu for f in store.flavours})
+    waste = WasteLedger({f: FLAVOURS[f].units_per_gpu for f in store.flavours}, explain=config.explain_waste)
     while next_job < len(jobs) or store.measured_open > 0:
         keepalive = last_step + idle_gap if store.pending_count > 0 else math.inf
         while timers and timers[0] <= last_step:
@@ -173,7 +176,7 @@ def _replay(workload: Workload, policy: str | Policy, config: SimConfig, policy_
         waits = _fitting_waits(store, state, step.cycle)
         idle = {f: healthy - allocated for f, (allocated, healthy, _) in state.items()}
         waste.open(waits, idle)
-        if waits:
+        if waits and config.explain_waste:
             waste.hold(*_held(store, step.cycle, waits, idle))
         series.add(at, store.pending_count, store.holding_count, {
             f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for _, wait in waits.get(f, ())))

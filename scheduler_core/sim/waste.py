@@ -63,8 +63,11 @@ class WasteLedger:
     """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them; and
     how long such jobs waited, by "flavour/reason" (``fitting_wait_hours_by_reason``)."""
 
-    def __init__(self, units_per_gpu: Mapping[str, int]) -> None:
+    def __init__(self, units_per_gpu: Mapping[str, int], *, explain: bool = True) -> None:
+        """``explain``: keep the split by job and by holder as well (``--explain-waste``); without it only the
+        wait hours by reason are kept, and a replay of a long queue does not pay for a share per waiting job."""
         self.units_per_gpu = units_per_gpu
+        self.explains = explain
         self.gpu_s: dict[str, float] = {}
         #: Each job's last fitting wait: its flavour and the policy's ``Wait``.
         self.why: dict[str, tuple[str, Wait]] = {}
@@ -87,11 +90,13 @@ class WasteLedger:
         for flavour, waits in fitting.items():
             if not waits:
                 continue
+            reasons.update(f"{flavour}/{reason.value}" for reason in {wait.reason for _, wait in waits})
+            if not self.explains:
+                continue
             share = max(0, idle_units.get(flavour, 0)) / self.units_per_gpu.get(flavour, 1) / len(waits)
             for job_id, wait in waits:
                 shares.append((job_id, share))
                 why[job_id] = (flavour, wait)
-            reasons.update(f"{flavour}/{reason.value}" for reason in {wait.reason for _, wait in waits})
         self._shares = shares
         self._reasons = reasons
         self._held = []
@@ -128,9 +133,17 @@ class WasteLedger:
                       self.why[job_id][1].message) for job_id, gpu_s in ranked]
 
 
+def _explained(record: RunRecord) -> WasteLedger | None:
+    """The run's ledger, which must have kept the splits (``SimConfig.explain_waste``)."""
+    if record.waste is not None and not record.waste.explains:
+        raise ValueError("this run did not split its idle GPUs: simulate it with SimConfig(explain_waste=True)")
+    return record.waste
+
+
 def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
     """The ``count`` waiting jobs that idle GPUs waited on most, as JSON-ready rows."""
-    if record.waste is None:
+    ledger = _explained(record)
+    if ledger is None:
         return []
     logs = {log.id: log for log in record.jobs}
     rows = []
@@ -138,7 +151,7 @@ def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
     def hours(at: float) -> float:
         return round((at - record.window[0]) / 3600, 2)
 
-    for waste in record.waste.top(count):
+    for waste in ledger.top(count):
         log = logs.get(waste.job_id)
         rows.append({
             "job": waste.job_id, "team": log.team if log else None, "kind": log.kind if log else None,
@@ -154,7 +167,7 @@ def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
 def explain_holders(record: RunRecord, count: int = 20) -> dict[str, Any]:
     """The idle GPU-hours by what held them, and the ``count`` reservations that held the most, as JSON-ready
     rows: one per job and reason, so a job that held nodes for capacity and then for its victims shows both."""
-    ledger = record.waste
+    ledger = _explained(record)
     if ledger is None:
         return {"by_holder": {}, "reservations": []}
     logs = {log.id: log for log in record.jobs}

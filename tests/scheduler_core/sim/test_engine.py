@@ -102,7 +102,7 @@ def test_the_idle_gpus_of_fitting_waits_are_shared_out_among_the_jobs_that_waite
     # FIFO again: the small jobs wait behind the gang on idle GPUs; the gang itself never fits them.
     jobs = [tiny.job("first", gpus=8, at=0, work=7200.0), tiny.job("gang", gpus=64, at=10, work=600.0)]
     jobs += [tiny.job(f"small{i}", gpus=1, at=20 + i, work=600.0, limit=1800.0) for i in range(5)]
-    record = simulate(tiny.workload(*jobs), "fifo", SimConfig(gpu_hours_per_failure=None))
+    record = simulate(tiny.workload(*jobs), "fifo", SimConfig(gpu_hours_per_failure=None, explain_waste=True))
     assert record.waste is not None
     shares = record.waste.gpu_s
     assert set(shares) == {f"small{i}" for i in range(5)}
@@ -128,7 +128,7 @@ def test_the_same_idle_gpus_are_split_by_what_held_them(policy: str, holders: li
     # job's node's.
     jobs = [tiny.job("first", gpus=4, at=0, work=3000.0, limit=7200.0), tiny.job("gang", gpus=64, at=10, work=600.0),
             tiny.job("late", gpus=8, at=20, work=600.0, limit=3 * 3600.0)]
-    record = simulate(tiny.workload(*jobs), policy, SimConfig(gpu_hours_per_failure=None))
+    record = simulate(tiny.workload(*jobs), policy, SimConfig(gpu_hours_per_failure=None, explain_waste=True))
     assert record.waste is not None
     held = explain_holders(record)
     total = summarise(record)["idle_gpu_hours_while_waiting"]
@@ -139,6 +139,25 @@ def test_the_same_idle_gpus_are_split_by_what_held_them(policy: str, holders: li
     assert held["by_holder"][holders[0].value] > 0.8 * total
     reserved = [(row["job"], row["gpus"], row["reason"]) for row in held["reservations"]]
     assert reserved == ([("gang", 64, "WaitingForCapacity")] if policy == "easy" else [])
+
+
+@pytest.mark.parametrize(("policy", "idle"), [("easy", True), ("fifo", True), ("shoal", False)])
+def test_splitting_the_idle_gpus_is_accounting_only_and_off_unless_asked(policy: str, idle: bool) -> None:
+    # The day of the holder test: EASY and FIFO leave GPUs idle beside fitting work, Shoal backfills them.
+    jobs = [tiny.job("first", gpus=4, at=0, work=3000.0, limit=7200.0), tiny.job("gang", gpus=64, at=10, work=600.0),
+            tiny.job("late", gpus=8, at=20, work=600.0, limit=3 * 3600.0)]
+    plain = simulate(tiny.workload(*jobs), policy, SimConfig(gpu_hours_per_failure=None))
+    split = simulate(tiny.workload(*jobs), policy, SimConfig(gpu_hours_per_failure=None, explain_waste=True))
+    assert {k: v for k, v in summarise(plain).items() if k != "wall_s"} == \
+        {k: v for k, v in summarise(split).items() if k != "wall_s"}
+    assert (summarise(plain)["idle_gpu_hours_while_waiting"] > 30) is idle
+    if idle:                              # the wait hours by reason are kept either way
+        assert summarise(plain)["fitting_wait_hours_by_reason"]
+    assert plain.waste is not None and plain.waste.gpu_s == {} and plain.waste.held_s == {}
+    with pytest.raises(ValueError, match="explain_waste=True"):
+        explain(plain)
+    with pytest.raises(ValueError, match="explain_waste=True"):
+        explain_holders(plain)
 
 
 def test_a_reservation_s_idle_gpus_are_told_per_reason_it_waited_for() -> None:
