@@ -353,7 +353,7 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
         heads = [queue[depth] for queue in ordered if depth < len(queue)]
         heads.sort(key=lambda p: (needs_borrowing(p), -p.request.priority_class.rank, p.queued_at, p.request.id))
         for pending in heads:
-            key = (pending.request.team,) + placement_key(pending, "")
+            key = (pending.request.team, pending.request.shape, pending.restart_block, pending.avoid_nodes)
             stamp = len(result.admits) + len(result.preempts)
             seen = waited.get(key)
             if seen is not None and seen[0] == stamp:
