@@ -349,8 +349,11 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
     result = cycle.result
     # Round after round, each team's next head; a round's heads in order, those that fit without borrowing first.
     ordered = [queues[team] for team in sorted(queues)]
-    for depth in range(max(map(len, ordered), default=0)):
-        heads = [queue[depth] for queue in ordered if depth < len(queue)]
+    depth = 0
+    while ordered:
+        heads = [queue[depth] for queue in ordered]
+        depth += 1
+        ordered = [queue for queue in ordered if len(queue) > depth]     # one long queue is not walked with forty
         heads.sort(key=lambda p: (needs_borrowing(p), -p.request.priority_class.rank, p.queued_at, p.request.id))
         for pending in heads:
             key = (pending.request.team, pending.request.shape, pending.restart_block, pending.avoid_nodes)
