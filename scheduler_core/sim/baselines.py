@@ -308,7 +308,8 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
         else:
             open_flavours = tuple(f for f in flavours if f not in heads)
         if not open_flavours:
-            if flavours[0] in offered if len(flavours) == 1 else any(f in offered for f in flavours):
+            on_offer = flavours[0] in offered if len(flavours) == 1 else any(f in offered for f in flavours)
+            if on_offer:
                 cycle.wait(pending, Reason.WAITING_FOR_CAPACITY, behind[heads[flavours[0]]])
             else:
                 cycle.wait(pending, *cycle.why(pending))
