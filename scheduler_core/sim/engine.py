@@ -176,7 +176,7 @@ def _replay(workload: Workload, policy: str | Policy, config: SimConfig, policy_
         waits = _fitting_waits(store, state, step.cycle)
         idle = {f: healthy - allocated for f, (allocated, healthy, _) in state.items()}
         waste.open(waits, idle)
-        if waits and config.explain_waste:
+        if waits and waste.explains:
             waste.hold(*_held(store, step.cycle, waits, idle))
         series.add(at, store.pending_count, store.holding_count, {
             f: (allocated, healthy, fitting, any(wait.reason.value in ADMISSIBLE for _, wait in waits.get(f, ())))
