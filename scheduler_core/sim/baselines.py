@@ -45,6 +45,7 @@ class _Cycle:
     _after_fits: set[tuple[object, ...]] = field(default_factory=set)
     #: The running jobs' units per (team, flavour), for ``QuotaBook`` (read only).
     quota_usage: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    _borrowers: dict[str, list[RunningJob]] | None = None
 
     @classmethod
     def start(cls, snapshot: Snapshot, now: float) -> _Cycle:
@@ -62,6 +63,17 @@ class _Cycle:
                 if job.terminating or job.request.id in self.signalled:
                     self._after.give(job.placement)
         return self._after
+
+    def borrowers(self, flavour: str) -> list[RunningJob]:
+        """The running jobs on ``flavour`` that borrowed and may be preempted, in the snapshot's order: the
+        candidates of every reclaim of the pass, listed once per pass instead of once per reclaiming job."""
+        if self._borrowers is None:
+            self._borrowers = {}
+            for job in self.snapshot.running:
+                if (not job.terminating and job.admitted_as is AdmittedAs.BORROWED and job.request.preemptible
+                        and job.request.team in self.snapshot.teams):
+                    self._borrowers.setdefault(job.placement.flavour, []).append(job)
+        return self._borrowers.get(flavour, [])
 
     def fits_after_exits(self, pending: PendingJob, flavour: str) -> bool:
         """Whether the job would fit once the signalled jobs exit. Both answers are remembered: whether a shape
@@ -183,24 +195,40 @@ def _by_submission(pending: Iterable[PendingJob]) -> list[PendingJob]:
 
 
 _SUBMISSION = attrgetter("request.submitted_at", "request.id")
+_REQUEUED = attrgetter("queued_at", "request.id")
+_RANK = attrgetter("request.priority_class.rank")
 
 
-#: Per team: its quotas and cohort, and the terms ``_quota_terms`` derived from them.
-_TERMS: dict[str, tuple[Mapping[str, Quota], str, tuple[tuple[str, tuple[str, str], int, int], ...]]] = {}
+@dataclass(frozen=True, slots=True)
+class _Pools:
+    """What the teams' quotas alone decide: each cohort's pool per flavour (the sum of its members' lendable
+    quota), and per (team, flavour) its pool's key and the part of its nominal quota that is its own alone."""
+
+    pool: dict[tuple[str, str], int]
+    own: dict[tuple[str, str], tuple[tuple[str, str], int]]
 
 
-def _quota_terms(team: TeamState) -> tuple[tuple[str, tuple[str, str], int, int], ...]:
-    """Per flavour of ``team``'s quotas: (flavour, its cohort pool's key, the lendable part, the part of its own
-    alone). Derived again only when the team's quotas object or cohort changes: every pass builds a ``QuotaBook``
-    over forty teams, whose quotas the snapshot builder hands over as the same objects while they stay the same."""
-    cached = _TERMS.get(team.name)
-    if cached is not None and cached[0] is team.quotas and cached[1] == team.cohort:
-        return cached[2]
-    lendable = {flavour: QuotaBook._lendable(team, flavour) for flavour in team.quotas}
-    terms = tuple((flavour, (team.cohort, flavour), lendable[flavour], team.nominal(flavour) - lendable[flavour])
-                  for flavour in team.quotas)
-    _TERMS[team.name] = (team.quotas, team.cohort, terms)
-    return terms
+_TEAM_TERMS = attrgetter("name", "quotas", "cohort")
+#: The last teams' (name, quotas, cohort) and their ``_Pools``: the snapshot builder hands over each team's quotas
+#: as the same object while they stay the same, and every pass of a baseline builds a ``QuotaBook``.
+_LAST_POOLS: list[tuple[tuple[tuple[str, Mapping[str, Quota], str], ...], _Pools]] = []
+
+
+def _pools(teams: Mapping[str, TeamState]) -> _Pools:
+    """``_Pools`` of ``teams``, worked out again only when a team, its quotas object or its cohort changes."""
+    key = tuple(map(_TEAM_TERMS, teams.values()))
+    if _LAST_POOLS and _LAST_POOLS[0][0] == key:
+        return _LAST_POOLS[0][1]
+    pool: dict[tuple[str, str], int] = {}
+    own: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}
+    for team in teams.values():
+        for flavour in team.quotas:
+            lendable = QuotaBook._lendable(team, flavour)
+            pool[(team.cohort, flavour)] = pool.get((team.cohort, flavour), 0) + lendable
+            own[(team.name, flavour)] = ((team.cohort, flavour), team.nominal(flavour) - lendable)
+    pools = _Pools(pool, own)
+    _LAST_POOLS[:] = [(key, pools)]
+    return pools
 
 
 class QuotaBook:
@@ -216,13 +244,14 @@ class QuotaBook:
         """``usage``: the running jobs' units per (team, flavour) (``CarriedFree.usage``)."""
         self.teams = teams
         self.usage = dict(usage)
-        self.pool: dict[tuple[str, str], int] = {}
+        pools = _pools(teams)
+        self.pool = pools.pool                     # read only: shared by every book of the same quotas
         self.pool_used: dict[tuple[str, str], int] = {}
-        pool, pool_used = self.pool, self.pool_used
-        for team in teams.values():
-            for flavour, key, lendable, own in _quota_terms(team):
-                pool[key] = pool.get(key, 0) + lendable
-                pool_used[key] = pool_used.get(key, 0) + max(0, usage.get((team.name, flavour), 0) - own)
+        pool_used = self.pool_used
+        for team_flavour, used in self.usage.items():
+            terms = pools.own.get(team_flavour)
+            if terms is not None and used > terms[1]:
+                pool_used[terms[0]] = pool_used.get(terms[0], 0) + used - terms[1]
 
     def used(self, team: str, flavour: str) -> int:
         return self.usage.get((team, flavour), 0)
@@ -339,7 +368,10 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
         queues.setdefault(pending.request.team, []).append(pending)
     for queue in queues.values():
         # Within a ClusterQueue: priority, then the time it (re-)entered the queue (Kueue's eviction timestamp).
-        queue.sort(key=lambda p: (-p.request.priority_class.rank, p.queued_at, p.request.id))
+        # Two sorts on C-level keys, the second stable (``reverse`` keeps equal keys in order): every pass sorts
+        # every waiting job, and one Python key function per job was the larger cost.
+        queue.sort(key=_REQUEUED)
+        queue.sort(key=_RANK, reverse=True)
 
     def needs_borrowing(p: PendingJob) -> bool:
         return not any(book.nominal_fits(p.request.team, f, p.request.units) for f in p.request.flavours)
@@ -419,13 +451,12 @@ def _reclaim_victims(cycle: _Cycle, book: QuotaBook, pending: PendingJob, flavou
     """Kueue's classic order: borrowers of other teams in the cohort, lowest priority first, then the most
     recently admitted. Remove candidates until the job fits, then add back those it did not need."""
     request = pending.request
-    team = cycle.snapshot.teams[request.team]
+    teams = cycle.snapshot.teams
+    team = teams[request.team]
     candidates = [
-        job for job in cycle.snapshot.running
-        if not job.terminating and job.request.id not in cycle.signalled and job.placement.flavour == flavour
-        and job.admitted_as is AdmittedAs.BORROWED and job.request.team != team.name
-        and job.request.preemptible
-        and (other := cycle.snapshot.teams.get(job.request.team)) is not None and other.cohort == team.cohort
+        job for job in cycle.borrowers(flavour)
+        if job.request.id not in cycle.signalled and job.request.team != team.name
+        and (other := teams[job.request.team]).cohort == team.cohort
         and book.used(job.request.team, flavour) > other.nominal(flavour)
     ]
     if not candidates:
