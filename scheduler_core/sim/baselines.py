@@ -10,7 +10,8 @@
   reservation or uses none of its nodes. No quotas.
 
 Each is a pure ``Policy``: ``(snapshot, now) -> CycleResult``. Every pending job that does not start gets a
-``Wait`` with a reason and its position in the policy's own order. All three enforce time limits the same way
+``Wait`` with a reason and its position in the policy's own order (``kueue``: in its team's queue, as Kueue
+reports a workload's position in its ClusterQueue). All three enforce time limits the same way
 (a job at its limit is signalled and not requeued), since that is part of the job's spec, not of the policy.
 Placement is first fit (``freemap``), with the same hard rules as Shoal's.
 """
@@ -46,6 +47,8 @@ class _Cycle:
     #: The running jobs' units per (team, flavour), for ``QuotaBook`` (read only).
     quota_usage: Mapping[tuple[str, str], int] = field(default_factory=dict)
     _borrowers: dict[str, list[RunningJob]] | None = None
+    #: Waits so far per team, when positions count within each team's queue (``kueue``); ``None``: one order.
+    _team_waits: dict[str, int] | None = None
 
     @classmethod
     def start(cls, snapshot: Snapshot, now: float) -> _Cycle:
@@ -146,8 +149,21 @@ class _Cycle:
         return Reason.WAITING_FOR_CAPACITY, "not enough free units"
 
     def wait(self, pending: PendingJob, reason: Reason, message: str, estimated_start: float | None = None) -> None:
-        position = len(self.result.waits) + 1
+        """``pending`` waits: its position is its place among the pass's waits, or among its team's (see
+        ``per_team_positions``)."""
+        counts = self._team_waits
+        if counts is None:
+            position = len(self.result.waits) + 1
+        else:
+            team = pending.request.team
+            position = counts[team] = counts.get(team, 0) + 1
         self.result.waits.append(Wait(pending.request.id, reason, message, position, estimated_start))
+
+    def per_team_positions(self) -> None:
+        """Number waits within each team's queue from now on, as Kueue reports a workload's position in its
+        ClusterQueue. One team's admission then moves only that team's positions, not those of every job
+        behind it in the pass (each moved position is a store write, every pass, in a long queue)."""
+        self._team_waits = {}
 
 
 @dataclass(slots=True)
@@ -362,6 +378,7 @@ def fifo(snapshot: Snapshot, now: float) -> CycleResult:
 def kueue(snapshot: Snapshot, now: float) -> CycleResult:
     """Kueue with BestEffortFIFO queues in one cohort: quota, borrowing, reclaim; no reservation; first fit."""
     cycle = _Cycle.start(snapshot, now)
+    cycle.per_team_positions()
     book = QuotaBook(dict(snapshot.teams), cycle.quota_usage)
     queues: dict[str, list[PendingJob]] = {}
     for pending in snapshot.pending:

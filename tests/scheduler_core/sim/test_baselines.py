@@ -104,6 +104,21 @@ def test_kueue_orders_work_within_nominal_quota_before_borrowing_work() -> None:
     assert admitted(kueue(snap, now=3)) == ["owns"]
 
 
+def test_kueue_numbers_waiting_jobs_within_each_teams_queue() -> None:
+    """Kueue reports a workload's position in its ClusterQueue: one team's jobs are numbered apart from another's,
+    so one team's admission never renumbers every other team's queue."""
+    snap = snapshot(nodes("b0", 1), teams=[team("a", 64), team("b", 64)], pending=[
+        job("a-runs").team("a").gpus(8).at(0).build(),
+        job("a-1").team("a").gpus(8).at(1).build(),
+        job("b-1").team("b").gpus(8).at(2).build(),
+        job("a-2").team("a").gpus(8).at(3).build(),
+        job("b-2").team("b").gpus(8).at(4).build(),
+    ])
+    result = kueue(snap, now=5)
+    assert admitted(result) == ["a-runs"]
+    assert {w.job_id: w.position for w in result.waits} == {"a-1": 1, "a-2": 2, "b-1": 1, "b-2": 2}
+
+
 def test_kueue_works_out_each_job_of_a_like_queue_again_once_the_cluster_moved() -> None:
     """A pass remembers why a job waits and whether it fits once the signalled jobs exit, for the like jobs after
     it; an admission in between takes the room that answer counted on, so the next like job is asked afresh."""
