@@ -404,7 +404,9 @@ def kueue(snapshot: Snapshot, now: float) -> CycleResult:
         heads = [queue[depth] for queue in ordered]
         depth += 1
         ordered = [queue for queue in ordered if len(queue) > depth]     # one long queue is not walked with forty
-        heads.sort(key=lambda p: (needs_borrowing(p), -p.request.priority_class.rank, p.queued_at, p.request.id))
+        if len(heads) > 1:      # a sort works out the key of a lone head too: deep in one long queue, every round
+            heads.sort(key=lambda p: (needs_borrowing(p), -p.request.priority_class.rank, p.queued_at,
+                                      p.request.id))
         for pending in heads:
             key = (pending.request.team, pending.request.shape, pending.restart_block, pending.avoid_nodes)
             stamp = len(result.admits) + len(result.preempts)
