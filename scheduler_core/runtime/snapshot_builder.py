@@ -70,8 +70,8 @@ class SnapshotBuilder:
         return Snapshot(
             nodes=self._node_tuple(list(nodes)),
             teams={team.name: self._team_state(team, decayed_usage.get(team.name)) for team in teams},
-            pending=tuple(self._pending_job(record, now) for record in pending),
-            running=tuple(self._running_job(record) for record in running),
+            pending=self._pending_jobs(pending, now),
+            running=self._running_jobs(running),
             config=self.config,
             runtimes=runtimes,
             carried=self.carried,
@@ -103,6 +103,26 @@ class SnapshotBuilder:
         state = NodeState.from_node(record.node, record.health)
         self._node_states[record.node.name] = (record.node, state)
         return state
+
+    def _pending_jobs(self, records: Iterable[JobRecord], now: float | None) -> tuple[PendingJob, ...]:
+        """Every pending job's ``PendingJob``; ``_pending_job``'s first test spelt out here, since a long queue
+        passes through every pass and most of its records come back unchanged."""
+        cache = self._pending
+        jobs = []
+        for record in records:
+            cached = cache.get(record.id)
+            jobs.append(cached[1] if cached is not None and cached[2] is record and not cached[3]
+                        else self._pending_job(record, now))
+        return tuple(jobs)
+
+    def _running_jobs(self, records: Iterable[JobRecord]) -> tuple[RunningJob, ...]:
+        """Every running job's ``RunningJob``, ``_running_job``'s first test spelt out as in ``_pending_jobs``."""
+        cache = self._running
+        jobs = []
+        for record in records:
+            cached = cache.get(record.id)
+            jobs.append(cached[1] if cached is not None and cached[0] is record else self._running_job(record))
+        return tuple(jobs)
 
     def _pending_job(self, record: JobRecord, now: float | None) -> PendingJob:
         cached = self._pending.get(record.id)

@@ -54,7 +54,8 @@ class _Cycle:
     def start(cls, snapshot: Snapshot, now: float) -> _Cycle:
         carried = _CARRIED.update(snapshot.nodes, snapshot.running)
         cycle = cls(snapshot, now, carried.free.copy(), CycleResult(now=now), quota_usage=carried.usage)
-        cycle.result.preempts.extend(time_limit_preempts(snapshot.running, now))
+        if carried.first_limit_end() <= now:        # most passes: nobody is at the limit, without a scan
+            cycle.result.preempts.extend(time_limit_preempts(snapshot.running, now))
         cycle.signalled = {p.job_id for p in cycle.result.preempts}
         return cycle
 

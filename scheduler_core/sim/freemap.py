@@ -10,6 +10,8 @@ one, and single-node work never. A ``preferred`` topology is tried first and dro
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Iterable, Sequence
 
 from ..model.job import TopologyLevel
@@ -155,37 +157,50 @@ class CarriedFree:
     the order). New nodes rebuild from scratch. Read only: a pass copies what it changes. Not thread-safe: one
     pass at a time, as the controller runs them."""
 
-    __slots__ = ("nodes", "jobs", "free", "usage")
+    __slots__ = ("nodes", "jobs", "free", "usage", "_limits", "_pushed")
 
     def __init__(self) -> None:
         self.nodes: Sequence[NodeState] | None = None
-        self.jobs: dict[str, RunningJob] = {}
+        #: The carried running jobs by ``id()`` of their objects.
+        self.jobs: dict[int, RunningJob] = {}
         self.free = FreeMap(())
         #: Units of the running jobs per (team, flavour), as ``QuotaBook`` counts them.
         self.usage: dict[tuple[str, str], int] = {}
+        #: A heap of (time limit's end, push count, job) of the carried jobs not terminating; entries of jobs gone
+        #: stay until they reach the top (``first_limit_end``).
+        self._limits: list[tuple[float, int, RunningJob]] = []
+        self._pushed = 0
 
     def update(self, nodes: Sequence[NodeState], running: Sequence[RunningJob]) -> CarriedFree:
         """Bring the map and usage up to ``running`` on ``nodes``; returns itself. Nodes not in a tuple (which
         could change in place) are never carried."""
         if nodes is not self.nodes or not isinstance(nodes, tuple):
-            self.nodes, self.jobs, self.free, self.usage = nodes, {}, FreeMap(nodes), {}
+            self.nodes, self.jobs, self.free, self.usage, self._limits = nodes, {}, FreeMap(nodes), {}, []
+        # Jobs by object identity, without a Python loop over every running job: the carried objects are alive
+        # in ``self.jobs`` meanwhile, so no new object can share an id with one of them.
         jobs = self.jobs
-        current: dict[str, RunningJob] = {}
-        arrived: list[RunningJob] = []
-        for job in running:
-            current[job.request.id] = job
-            if jobs.get(job.request.id) is not job:
-                arrived.append(job)
-        if not arrived and len(current) == len(jobs):
+        current = dict(zip(map(id, running), running))
+        if current.keys() == jobs.keys():
             return self
-        # What left first (ended, or changed: its old object), then what came: a unit may pass from one to the other.
-        for job_id, old in jobs.items():
-            if current.get(job_id) is not old:
-                self._count(old, -1)
-        for job in arrived:
+        # What left first (ended, or changed: its old object), then what came: a unit may pass from one to the
+        # other. Taking and giving bits and adding units commute, so the sets' order does not matter.
+        for key in jobs.keys() - current.keys():
+            self._count(jobs[key], -1)
+        for key in current.keys() - jobs.keys():
+            job = current[key]
             self._count(job, +1)
+            if not job.terminating:
+                self._pushed += 1
+                heapq.heappush(self._limits, (job.limit_end, self._pushed, job))
         self.jobs = current
         return self
+
+    def first_limit_end(self) -> float:
+        """No carried job that is not terminating reaches its time limit before this (``inf``: none runs)."""
+        limits, jobs = self._limits, self.jobs
+        while limits and jobs.get(id(limits[0][2])) is not limits[0][2]:
+            heapq.heappop(limits)
+        return limits[0][0] if limits else math.inf
 
     def _count(self, job: RunningJob, sign: int) -> None:
         if sign > 0:

@@ -145,7 +145,7 @@ class MemoryStore(Store):
                                              if self._jobs[i].spec.team == team)
             if limit is not None:
                 ordered = ordered[:max(limit, 0)]
-            return [self._jobs[i] for i in ordered]
+            return list(map(self._jobs.__getitem__, ordered))   # every pass lists every pending job: no Python loop
 
     def bind(self, job_id: str, placement: Placement, admitted_as: AdmittedAs, *, epoch: int,
              now: float) -> JobRecord:
