@@ -309,7 +309,7 @@ class Controller:
     # -- (3) snapshot --------------------------------------------------------------------------------------------
     def _build(self, now: float, pending: Iterable[JobRecord], running: Iterable[JobRecord]) -> Snapshot:
         return self._builder.build(nodes=self.store.list_nodes(), teams=self.store.list_teams(), pending=pending,
-                                   running=running, decayed_usage=self._ledger.decayed(now), now=now,
+                                   running=running, decayed_usage=self._ledger.decayed(now),
                                    runtimes=self._runtimes.runtimes())
 
     # -- (4)/(5) decisions ---------------------------------------------------------------------------------------

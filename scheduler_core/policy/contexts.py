@@ -54,7 +54,7 @@ class JobContexts:
         cap: int | None
         if not self.any_pool(request, lambda pool: pool.max_blocks(request) is not None):
             cap = 0
-        elif self.now - pending.block_cap_since >= self.config.topology_cap_wait_s:
+        elif self.now - pending.block_cap_since(self.now) >= self.config.topology_cap_wait_s:
             cap = None
         else:
             cap = 0 if self._compact_in_reach(pending) else 1
@@ -76,7 +76,7 @@ class JobContexts:
         request = pending.request
         if pending.restart_block is None:
             return True
-        deadline = pending.block_cap_since + self.config.topology_cap_wait_s
+        deadline = pending.block_cap_since(self.now) + self.config.topology_cap_wait_s
         avoid = self.avoid(pending)
         for flavour in request.flavours:
             pool = self.work.cap.pools.get(flavour)

@@ -156,11 +156,13 @@ class PendingJob:
     ``avoid_nodes`` lists nodes it should not use (a straggler's, a failed one's, the nodes of a gang it was moved
     for): for ``PolicyConfig.avoid_nodes_for_s`` from ``queued_at`` only, so a job whose only room is such a node
     (back in service by then) is not kept waiting for ever.
-    ``room_wait_since`` is ``now`` less the time it has waited for room rather than quota (its runs of such waits
-    laid end to end): the block cap of a block-sized gang (``topology_cap_wait_s``) runs from there
-    (``block_cap_since``), so a gang held for hours by quota still gets its time to find whole blocks; ``None``:
-    from ``queued_at``. Widening after ``topology_widen_after_s`` runs from ``queued_at``: five minutes' latency
-    against locality, where the time already waited counts.
+    The block cap of a block-sized gang (``topology_cap_wait_s``) runs from ``block_cap_since(now)``: ``now`` less
+    the time it has waited for room rather than quota (its runs of such waits laid end to end), so a gang held for
+    hours by quota still gets its time to find whole blocks. While it waits for room, ``room_wait_since`` is that
+    instant, fixed; while quota holds it, ``quota_held_after_s`` is the time it waited for room before, and the
+    instant moves with ``now`` (kept as a duration so the job is the same object pass after pass); with neither,
+    the window runs from ``queued_at``. Widening after ``topology_widen_after_s`` runs from ``queued_at``: five
+    minutes' latency against locality, where the time already waited counts.
     """
 
     request: JobRequest
@@ -170,11 +172,15 @@ class PendingJob:
     restart_block: str | None = None
     avoid_nodes: frozenset[str] = frozenset()
     room_wait_since: float | None = None
+    quota_held_after_s: float | None = None
 
-    @property
-    def block_cap_since(self) -> float:
-        """When its block cap's window started."""
-        return self.queued_at if self.room_wait_since is None else max(self.queued_at, self.room_wait_since)
+    def block_cap_since(self, now: float) -> float:
+        """When its block cap's window started, as of ``now``."""
+        if self.room_wait_since is not None:
+            return max(self.queued_at, self.room_wait_since)
+        if self.quota_held_after_s is not None:
+            return max(self.queued_at, now - self.quota_held_after_s)
+        return self.queued_at
 
 
 @dataclass(frozen=True, slots=True)

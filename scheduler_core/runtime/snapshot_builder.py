@@ -31,9 +31,8 @@ class SnapshotBuilder:
             for flavour, units in node.capacity.items():
                 self._shape.setdefault(flavour, (node.cpus, node.memory_gb, units))
         self._requests: dict[str, JobRequest] = {}
-        #: Per pending job: its key, its ``PendingJob``, the record it was built from, and whether its room-wait
-        #: window moves with ``now``.
-        self._pending: dict[str, tuple[tuple[object, ...], PendingJob, JobRecord, bool]] = {}
+        #: Per pending job: its key, its ``PendingJob``, and the record it was built from.
+        self._pending: dict[str, tuple[tuple[object, ...], PendingJob, JobRecord]] = {}
         self._running: dict[str, tuple[JobRecord, RunningJob]] = {}
         self._node_states: dict[str, tuple[Node, NodeState]] = {}
         self._nodes: tuple[list[NodeRecord], tuple[NodeState, ...]] | None = None
@@ -63,14 +62,12 @@ class SnapshotBuilder:
 
     def build(self, *, nodes: Iterable[NodeRecord], teams: Iterable[TeamConfig], pending: Iterable[JobRecord],
               running: Iterable[JobRecord], decayed_usage: Mapping[str, Mapping[str, float]],
-              now: float | None = None, runtimes: RunTimes = RunTimes()) -> Snapshot:
-        """``now`` places each pending job's block-cap window (``PendingJob.room_wait_since``: now less the time
-        it has waited for room); without it the windows run from ``queued_at``. ``runtimes``: how long jobs
-        really run, for estimated starts."""
+              runtimes: RunTimes = RunTimes()) -> Snapshot:
+        """``runtimes``: how long jobs really run, for estimated starts."""
         return Snapshot(
             nodes=self._node_tuple(list(nodes)),
             teams={team.name: self._team_state(team, decayed_usage.get(team.name)) for team in teams},
-            pending=self._pending_jobs(pending, now),
+            pending=self._pending_jobs(pending),
             running=self._running_jobs(running),
             config=self.config,
             runtimes=runtimes,
@@ -104,15 +101,14 @@ class SnapshotBuilder:
         self._node_states[record.node.name] = (record.node, state)
         return state
 
-    def _pending_jobs(self, records: Iterable[JobRecord], now: float | None) -> tuple[PendingJob, ...]:
+    def _pending_jobs(self, records: Iterable[JobRecord]) -> tuple[PendingJob, ...]:
         """Every pending job's ``PendingJob``; ``_pending_job``'s first test spelt out here, since a long queue
         passes through every pass and most of its records come back unchanged."""
         cache = self._pending
         jobs = []
         for record in records:
             cached = cache.get(record.id)
-            jobs.append(cached[1] if cached is not None and cached[2] is record and not cached[3]
-                        else self._pending_job(record, now))
+            jobs.append(cached[1] if cached is not None and cached[2] is record else self._pending_job(record))
         return tuple(jobs)
 
     def _running_jobs(self, records: Iterable[JobRecord]) -> tuple[RunningJob, ...]:
@@ -124,30 +120,29 @@ class SnapshotBuilder:
             jobs.append(cached[1] if cached is not None and cached[0] is record else self._running_job(record))
         return tuple(jobs)
 
-    def _pending_job(self, record: JobRecord, now: float | None) -> PendingJob:
+    def _pending_job(self, record: JobRecord) -> PendingJob:
         cached = self._pending.get(record.id)
-        # The same record (a store that shares unchanged records) whose window does not move with ``now``: the same
-        # job, without working its key out again (a long queue passes through here every pass).
-        if cached is not None and cached[2] is record and not cached[3]:
+        # The same record (a store that shares unchanged records): the same job, without working its key out again
+        # (a long queue passes through here every pass).
+        if cached is not None and cached[2] is record:
             return cached[1]
-        # The runs of its room waits laid end to end, ending now: constant during a run, moving during quota waits.
-        room_wait_since = None
-        moving = record.room_wait_since is None and bool(
-            record.room_waited_s or (record.wait_reason is not None and record.wait_reason.is_quota))
+        # The runs of its room waits laid end to end: fixed while it waits for room, ending at the pass's clock
+        # while quota holds it (``PendingJob.block_cap_since``).
+        room_wait_since = quota_held_after_s = None
         if record.room_wait_since is not None:
             room_wait_since = record.room_wait_since - record.room_waited_s
-        elif moving and now is not None:
-            room_wait_since = now - record.room_waited_s
+        elif record.room_waited_s or (record.wait_reason is not None and record.wait_reason.is_quota):
+            quota_held_after_s = record.room_waited_s
         key = (record.queued_at, record.front_of_queue, record.attained_gpu_s, record.restart_block,
-               record.avoid_nodes, room_wait_since)
+               record.avoid_nodes, room_wait_since, quota_held_after_s)
         if cached is not None and cached[0] == key:
-            self._pending[record.id] = (key, cached[1], record, moving)
+            self._pending[record.id] = (key, cached[1], record)
             return cached[1]
         job = PendingJob(request=self.request(record), queued_at=record.queued_at,
                          front_of_queue=record.front_of_queue, attained_gpu_s=record.attained_gpu_s,
                          restart_block=record.restart_block, avoid_nodes=record.avoid_nodes,
-                         room_wait_since=room_wait_since)
-        self._pending[record.id] = (key, job, record, moving)
+                         room_wait_since=room_wait_since, quota_held_after_s=quota_held_after_s)
+        self._pending[record.id] = (key, job, record)
         return job
 
     def _running_job(self, record: JobRecord) -> RunningJob:

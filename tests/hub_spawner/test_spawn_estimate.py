@@ -44,7 +44,7 @@ def step_policy(api: Harness, now: float) -> None:
     builder = SnapshotBuilder(cluster_nodes(), PolicyConfig())
     snapshot = builder.build(nodes=store.list_nodes(), teams=store.list_teams(),
                              pending=store.list_jobs(states=[JobState.PENDING]),
-                             running=store.list_jobs(states=[JobState.RUNNING]), decayed_usage={}, now=now)
+                             running=store.list_jobs(states=[JobState.RUNNING]), decayed_usage={})
     result = run_cycle(snapshot, now)
     assert not result.admits
     store.set_waits([(w.job_id, w.reason, w.message + (f"; estimated start {w.estimate_note}" if w.estimate_note

@@ -6,7 +6,7 @@ import pytest
 
 from scheduler_core.policy.decisions import Reason
 from scheduler_core.policy.fairshare import decay
-from scheduler_core.policy.snapshot import PolicyConfig
+from scheduler_core.policy.snapshot import PendingJob, PolicyConfig
 from scheduler_core.runtime.ledger import UsageLedger, usage_amounts
 from scheduler_core.runtime.snapshot_builder import SnapshotBuilder
 from scheduler_core.runtime.stragglers import StragglerDetector
@@ -72,5 +72,23 @@ def test_a_pending_jobs_block_cap_window_counts_only_its_waits_for_room(reason: 
                        submitted_at=100.0, queued_at=100.0, wait_reason=reason, room_wait_since=since,
                        room_waited_s=waited)
     snapshot = SnapshotBuilder([], PolicyConfig()).build(nodes=[], teams=[], pending=[record], running=[],
-                                                         decayed_usage={}, now=5000.0)
-    assert snapshot.pending[0].block_cap_since == clock
+                                                         decayed_usage={})
+    assert snapshot.pending[0].block_cap_since(5000.0) == clock
+
+
+def test_a_job_held_by_quota_is_the_same_pending_job_pass_after_pass() -> None:
+    """Its window moves with the clock, yet the builder hands back the very same ``PendingJob`` while only its
+    wait's words move (a long queue held by quota is most of a replay's waiting jobs, every pass), and the window
+    still comes out at each pass's clock."""
+    builder = SnapshotBuilder([], PolicyConfig())
+    record = JobRecord(id="job_a", spec=make_spec("a").build(), user="ana", state=JobState.PENDING,
+                       submitted_at=100.0, queued_at=100.0, wait_reason=Reason.COHORT_FULL, room_waited_s=600.0)
+
+    def pending(of: JobRecord) -> PendingJob:
+        return builder.build(nodes=[], teams=[], pending=[of], running=[], decayed_usage={}).pending[0]
+
+    first = pending(record)
+    moved = record.with_wait(Reason.COHORT_FULL, "the cohort lends 8 now", 2, None, None, 600.0)
+    assert pending(moved) is first
+    assert (first.block_cap_since(5000.0), first.block_cap_since(9000.0)) == (4400.0, 8400.0)
+    assert pending(record.with_wait(Reason.WAITING_FOR_CAPACITY, "", 1, None, 8000.0, 600.0)) is not first

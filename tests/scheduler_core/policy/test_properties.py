@@ -165,7 +165,7 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
                 node.capacity.get(a.placement.flavour, 0) // request.units_per_pod)
         largest = max(per_block.values())
         job = pending[a.job_id]
-        if request.pods >= largest and result.now - job.block_cap_since < snap.config.topology_cap_wait_s:
+        if request.pods >= largest and result.now - job.block_cap_since(result.now) < snap.config.topology_cap_wait_s:
             spare_block = 1 if job.restart_block is not None else 0
             assert len(blocks) <= -(-request.pods // largest) + spare_block, (a, request)
     # No unit held twice, counting what runs (leaving or not) and what was just admitted.
