@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import is_
 
 from ..errors import Conflict, NotFound, ShoalError
 from ..executor.base import Executor, LaunchRequest, PodEvent, PodEventKind
@@ -113,6 +114,8 @@ class HealthKeeper:
         self._active: dict[str, _BurnIn] = {}                # node → its current burn-in
         self._by_job: dict[str, _BurnIn] = {}                # burn-in job id → burn-in (until all its pods end)
         self.transitions: list[Transition] = []               # since the caller last took them
+        #: The node records last listed and those of them watched by state alone (``_watched``).
+        self._listed: tuple[list[NodeRecord], list[NodeRecord]] = ([], [])
 
     # -- what the controller calls ---------------------------------------------------------------------------
     def owns(self, job_id: str) -> bool:
@@ -167,8 +170,10 @@ class HealthKeeper:
         errors = self._new_gpu_errors(now)
         # Only nodes something can happen to: suspect or in burn-in, judged by heartbeats, or with new GPU errors
         # (the simulator's 512 ready nodes without heartbeats cost nothing per step).
-        records = [record for record in self.store.list_nodes()
-                   if record.health in _WATCHED or record.heartbeat_at is not None or record.node.name in errors]
+        listed = self.store.list_nodes()
+        records = self._watched(listed) if not errors else [
+            record for record in listed
+            if record.health in _WATCHED or record.heartbeat_at is not None or record.node.name in errors]
         if not records:
             return []
         busy = {pod.node for record in holding if record.placement is not None for pod in record.placement.pods}
@@ -196,6 +201,17 @@ class HealthKeeper:
         return node in self._active
 
     # -- inside --------------------------------------------------------------------------------------------------
+    def _watched(self, listed: list[NodeRecord]) -> list[NodeRecord]:
+        """The nodes watched by their state (suspect or in burn-in) or by heartbeats, in list order: worked out
+        again only when the store hands back other records (``MemoryStore`` hands back the same objects until a
+        node changes), not over every node every step."""
+        last, watched = self._listed
+        if len(last) == len(listed) and all(map(is_, last, listed)):
+            return watched
+        watched = [record for record in listed if record.health in _WATCHED or record.heartbeat_at is not None]
+        self._listed = (listed, watched)
+        return watched
+
     def _watch(self, now: float) -> None:
         if self._watching_since is None:
             self._watching_since = now

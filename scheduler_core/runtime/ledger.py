@@ -29,12 +29,15 @@ class UsageLedger:
         if at > as_of:
             values = _scaled(values, decay(1.0, at - as_of, self._half_life_s))
             as_of = at
+        else:
+            values = dict(values)           # ``decayed`` may have handed the old one out
         for resource, amount in amounts.items():
             values[resource] = values.get(resource, 0.0) + decay(amount, as_of - at, self._half_life_s)
         self._teams[team] = (as_of, values)
 
     def decayed(self, now: float) -> dict[str, dict[str, float]]:
-        """Every team's decayed usage at ``now`` (fresh dicts the caller may keep)."""
+        """Every team's decayed usage at ``now``: dicts the ledger never changes afterwards (the caller may keep
+        them, and must not change them), handed out without a copy since every pass asks for forty."""
         result: dict[str, dict[str, float]] = {}
         factors: dict[float, float] = {}     # most teams were last decayed at the same instant: one power each
         for team, (as_of, values) in self._teams.items():
@@ -45,7 +48,7 @@ class UsageLedger:
                     factor = factors[elapsed] = decay(1.0, elapsed, self._half_life_s)
                 values = _scaled(values, factor)
                 self._teams[team] = (now, values)
-            result[team] = dict(values)
+            result[team] = values
         return result
 
 

@@ -76,7 +76,7 @@ class SnapshotBuilder:
 
     def _team_state(self, team: TeamConfig, usage: Mapping[str, float] | None) -> TeamState:
         """``TeamState.from_config``, its quotas' read-only view made once per team config (every pass builds
-        forty of these). ``usage`` is the caller's to give away (``UsageLedger.decayed`` hands out fresh dicts)."""
+        forty of these). ``usage`` is never changed afterwards (``UsageLedger.decayed`` promises so)."""
         quotas = self._quotas.get(team.name)
         if quotas is None or quotas[0] is not team:
             quotas = self._quotas[team.name] = (team, MappingProxyType(team.quotas))

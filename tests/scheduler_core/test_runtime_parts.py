@@ -28,6 +28,18 @@ def test_the_ledger_decays_every_record_from_its_own_end() -> None:
     assert ledger.decayed(500.0)["a"]["gpu"] == pytest.approx((800 / 16 + 400 / 8 + 40 / 2) / 2)
 
 
+def test_usage_handed_out_never_changes_afterwards() -> None:
+    """``decayed`` hands out the ledger's own dicts (a snapshot keeps them): a record added later at the same
+    instant, or one reported late, goes into a new dict, never into one a snapshot already holds."""
+    ledger = UsageLedger(half_life_s=100.0)
+    ledger.add("a", {"gpu": 800.0}, at=100.0)
+    held = ledger.decayed(100.0)["a"]
+    ledger.add("a", {"gpu": 400.0}, at=100.0)
+    ledger.add("a", {"gpu": 50.0}, at=50.0)
+    assert held == {"gpu": 800.0, "cpu": 0.0, "memory": 0.0}
+    assert ledger.decayed(100.0)["a"]["gpu"] == pytest.approx(1200.0 + decay(50.0, 50.0, 100.0))
+
+
 def test_usage_is_normalised_by_flavour_speed() -> None:
     assert usage_amounts("a100", 8, 1, 96, 1024, 100.0) == pytest.approx({"gpu": 320.0, "cpu": 9600.0,
                                                                           "memory": 102400.0})
