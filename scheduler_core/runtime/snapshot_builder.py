@@ -102,8 +102,9 @@ class SnapshotBuilder:
         return state
 
     def _pending_jobs(self, records: Iterable[JobRecord]) -> tuple[PendingJob, ...]:
-        """Every pending job's ``PendingJob``; ``_pending_job``'s first test spelt out here, since a long queue
-        passes through every pass and most of its records come back unchanged."""
+        """Every pending job's ``PendingJob``: the same as last pass for the same record (a store that shares
+        unchanged records hands back the very object), tested here in the loop since a long queue passes through
+        every pass; ``_pending_job`` for the others."""
         cache = self._pending
         jobs = []
         for record in records:
@@ -112,7 +113,8 @@ class SnapshotBuilder:
         return tuple(jobs)
 
     def _running_jobs(self, records: Iterable[JobRecord]) -> tuple[RunningJob, ...]:
-        """Every running job's ``RunningJob``, ``_running_job``'s first test spelt out as in ``_pending_jobs``."""
+        """Every running job's ``RunningJob``, the same as last pass for the same record (as ``_pending_jobs``);
+        ``_running_job`` for the others."""
         cache = self._running
         jobs = []
         for record in records:
@@ -122,10 +124,6 @@ class SnapshotBuilder:
 
     def _pending_job(self, record: JobRecord) -> PendingJob:
         cached = self._pending.get(record.id)
-        # The same record (a store that shares unchanged records): the same job, without working its key out again
-        # (a long queue passes through here every pass).
-        if cached is not None and cached[2] is record:
-            return cached[1]
         # The runs of its room waits laid end to end: fixed while it waits for room, ending at the pass's clock
         # while quota holds it (``PendingJob.block_cap_since``).
         room_wait_since = quota_held_after_s = None
@@ -146,10 +144,6 @@ class SnapshotBuilder:
         return job
 
     def _running_job(self, record: JobRecord) -> RunningJob:
-        # A store that shares unchanged records (MemoryStore) hands back the very same object: reuse its RunningJob.
-        cached = self._running.get(record.id)
-        if cached is not None and cached[0] is record:
-            return cached[1]
         assert record.placement is not None and record.admitted_as is not None and record.admitted_at is not None
         self._pending.pop(record.id, None)
         checkpoint = record.last_checkpoint
