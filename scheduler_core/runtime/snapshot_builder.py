@@ -8,7 +8,8 @@ running placements, decayed usage) is rebuilt.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 from operator import is_
 from types import MappingProxyType
 
@@ -21,6 +22,9 @@ from ..store.records import JobRecord, JobState, NodeRecord
 
 _DEFAULT_SHAPE = (192, 2048, 8)
 _NO_USAGE: Mapping[str, float] = MappingProxyType({})
+
+
+T = TypeVar("T")
 
 
 class SnapshotBuilder:
@@ -102,25 +106,12 @@ class SnapshotBuilder:
         return state
 
     def _pending_jobs(self, records: Iterable[JobRecord]) -> tuple[PendingJob, ...]:
-        """Every pending job's ``PendingJob``: the same as last pass for the same record (a store that shares
-        unchanged records hands back the very object), tested here in the loop since a long queue passes through
-        every pass; ``_pending_job`` for the others."""
-        cache = self._pending
-        jobs = []
-        for record in records:
-            cached = cache.get(record.id)
-            jobs.append(cached[1] if cached is not None and cached[2] is record else self._pending_job(record))
-        return tuple(jobs)
+        """Every pending job's ``PendingJob`` (``_reused``; ``_pending_job`` for a record not seen before)."""
+        return _reused(records, self._pending, 2, self._pending_job)
 
     def _running_jobs(self, records: Iterable[JobRecord]) -> tuple[RunningJob, ...]:
-        """Every running job's ``RunningJob``, the same as last pass for the same record (as ``_pending_jobs``);
-        ``_running_job`` for the others."""
-        cache = self._running
-        jobs = []
-        for record in records:
-            cached = cache.get(record.id)
-            jobs.append(cached[1] if cached is not None and cached[0] is record else self._running_job(record))
-        return tuple(jobs)
+        """Every running job's ``RunningJob`` (``_reused``; ``_running_job`` for a record not seen before)."""
+        return _reused(records, self._running, 0, self._running_job)
 
     def _pending_job(self, record: JobRecord) -> PendingJob:
         cached = self._pending.get(record.id)
@@ -154,3 +145,15 @@ class SnapshotBuilder:
                          idle_since=record.idle_since, idle_limit_s=record.idle_limit_s)
         self._running[record.id] = (record, job)
         return job
+
+
+def _reused(records: Iterable[JobRecord], cache: Mapping[str, tuple[Any, ...]], record_at: int,
+            make: Callable[[JobRecord], T]) -> tuple[T, ...]:
+    """Each record's job as last pass (``cache[id][1]``) when it is the very record it was built from
+    (``cache[id][record_at]``: a store that shares unchanged records hands back the same object), else ``make``'s.
+    Tested in this loop, not in ``make``: a long queue passes through every pass."""
+    jobs = []
+    for record in records:
+        cached = cache.get(record.id)
+        jobs.append(cached[1] if cached is not None and cached[record_at] is record else make(record))
+    return tuple(jobs)
