@@ -47,7 +47,7 @@ class Pool:
     __slots__ = ("flavour", "per_gpu", "members", "pos", "cap", "mask", "free", "usable", "spare", "small",
                  "block", "leaf", "blocks", "leaves", "whole", "whole_spare", "whole_leaf", "bfree",
                  "bfree_spare", "has_spare", "free_units", "free_spare", "free_unusable", "whole_unusable", "max_cap",
-                 "uniform_cap", "buckets", "holds", "_block_pods")
+                 "uniform_cap", "buckets", "holds", "_block_pods", "broken")
 
     def __init__(self, flavour: str, nodes: Sequence[NodeState], members: list[int], block_ids: Sequence[int],
                  leaf_ids: Sequence[int]) -> None:
@@ -75,6 +75,8 @@ class Pool:
         self.uniform_cap = caps.pop() if len(caps) == 1 else None
         self.holds: dict[int, list[Hold]] = {}
         self._block_pods: dict[int, int] = {}
+        #: Blocks with a node that is not ready: none of them is whole for a block-sized gang before a repair.
+        self.broken = frozenset(self.block[j] for j in range(len(members)) if not self.usable[j])
         self.recount()
 
     def copy(self) -> Pool:
@@ -247,7 +249,7 @@ class Pool:
 
 #: What a pass never changes in a pool: shared by its working copies (``_block_pods`` is a pure cache).
 _POOL_SHARED = ("flavour", "per_gpu", "members", "pos", "cap", "usable", "spare", "small", "block", "leaf",
-                "blocks", "leaves", "has_spare", "max_cap", "uniform_cap", "_block_pods")
+                "blocks", "leaves", "has_spare", "max_cap", "uniform_cap", "_block_pods", "broken")
 
 
 #: Unit tuples → bit masks. Placements repeat a handful of unit sets ((0..7), (0,), (1, 2)…); a pure function

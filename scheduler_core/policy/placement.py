@@ -12,7 +12,8 @@ Rules (DESIGN §3.2, step 3):
   never fit a single block spreads at once: waiting for one buys nothing.
 * **Best fit.** Among the domains that hold the job, the one with the least free capacity that still does, so
   emptier blocks stay whole for the next big job. A single pod goes to the node with the fewest free units
-  that fit.
+  that fit; one that takes a whole node takes it from a block with a node out (``Pool.broken``), which no
+  block-sized gang can have before the repair, when there is one.
 * **Small work together.** Single-node jobs, notebooks and trials try the small-job blocks first; larger gangs
   try them last.
 * **Spares last.** Multi-node gangs use a hot spare only when they cannot fit otherwise; single-node work never
@@ -185,6 +186,13 @@ def _best_single_node(cap: Capacity, pool: Pool, request: JobRequest, ctx: Place
         for count in range(g, len(group)):
             bucket = group[count]
             if not bucket:
+                continue
+            if count == pool.uniform_cap and len(bucket) > 1 and pool.broken:
+                # A whole node: from a block that cannot be whole anyway (a node out), so the others stay whole.
+                broken, block = pool.broken, pool.block
+                for j in sorted(bucket, key=lambda j: (block[j] not in broken, j)):
+                    if _node_ok(cap, pool, j, request, ctx):
+                        return j
                 continue
             first = min(bucket)
             if _node_ok(cap, pool, first, request, ctx):

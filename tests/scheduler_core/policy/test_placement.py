@@ -204,6 +204,15 @@ CASES = [
                ("reserve", "t04", "b0-n00", H), ("reserve", "t05", "b0-n00", H),
                ("wait", "t03", "WaitingForCapacity", 1, H), ("wait", "t04", "WaitingForCapacity", 2, H),
                ("wait", "t05", "WaitingForCapacity", 3, H)]),
+    Case("a single pod that takes a whole node takes it from a block with a node out, which no block-sized "
+         "gang can have until the repair: the other blocks stay whole",
+         lambda: make_snapshot(four_by(2).health("b1-n03", "repair")).team("search", h100=64)
+         .pending(make_job("s").team("search").pods(1, 8)).build(),
+         0.0, [("admit", "s", "nominal", "b1-n00:0-7")]),
+    Case("... and with every node in, the first free node, as always",
+         lambda: make_snapshot(four_by(2)).team("search", h100=64)
+         .pending(make_job("s").team("search").pods(1, 8)).build(),
+         0.0, [("admit", "s", "nominal", "b0-n00:0-7")]),
 ]
 
 
