@@ -107,6 +107,13 @@ class JobContexts:
         return (request.preemptible and request.units > self.config.small_job_max_units
                 and self.now - pending.queued_at >= self.config.starvation_after_s)
 
+    def drains(self, pending: PendingJob) -> bool:
+        """A starving gang (``starving_gang``) as large as a block (``Pool.fills_blocks``): held back by quota, it
+        may hold its cohort's quota from now (``Reserver.after_quota``)."""
+        request = pending.request
+        return (request.pods > 1 and self.starving_gang(pending)
+                and self.any_pool(request, lambda pool: pool.fills_blocks(request)))
+
     def widen_at(self, pending: PendingJob) -> float | None:
         """When a ``preferred`` job may spread (None: ``required``, never)."""
         request = pending.request

@@ -142,14 +142,32 @@ class Reserver:
             if slot is not None and (best is None or slot.start < best.start):
                 best = slot
         if best is not None:
-            self.reserve(pending, waiting, best)
+            self.reserve(pending, waiting, best, quota_from=self._quota_from(pending, best))
 
-    def reserve(self, pending: PendingJob, waiting: Waiting, slot: Slot) -> None:
-        """Hold ``slot`` (its nodes and its quota) for ``pending``: its estimate is the slot's start."""
+    def _quota_from(self, pending: PendingJob, slot: Slot) -> float:
+        """From when a quota-held job's reservation keeps its quota from backfill: its slot's start, or now for a
+        starving block-sized gang (``JobContexts.drains``) whose nodes are in reach within ``starvation_after_s``.
+
+        Planned on time limits, such a gang's start lies hours or days out, and every borrower that ends before
+        it backfills into each unit the cohort frees: a gang that must borrow a thousand units at once never has
+        them (the festive week's daily 1,024-GPU jobs waited 24-104 h, nine tenths of it ``CohortFull``). Held
+        from now, what the cohort frees waits for it, as Slurm drains nodes for its top job; nominal work is
+        not held back (``QuotaLedger.verdict``). Only while its nodes are near: holding quota for a gang that
+        also waits hours for a whole block idles the cohort (docs/BENCHMARKS.md, session 29)."""
+        if not self.contexts.drains(pending):
+            return slot.start
+        room = self.work.timeline.earliest(pending.request, slot.flavour, not_before=self.now,
+                                           widen_at=self.contexts.widen_at(pending),
+                                           block_cap=self.contexts.block_cap(pending))
+        return self.now if room is not None and room.start - self.now <= self.config.starvation_after_s else slot.start
+
+    def reserve(self, pending: PendingJob, waiting: Waiting, slot: Slot, quota_from: float | None = None) -> None:
+        """Hold ``slot`` (its nodes and its quota) for ``pending``: its estimate is the slot's start. ``quota_from``:
+        when its quota starts to count against backfill (default: the slot's start)."""
         request = pending.request
         self.blocked += 1
         self.work.hold(request, slot)
-        self.work.hold_quota(request, slot, nominal_only=not may_borrow(request))
+        self.work.hold_quota(request, slot, nominal_only=not may_borrow(request), start=quota_from)
         waiting.estimate = slot.start
         waiting.planned = True
         waiting.reserved = True

@@ -197,10 +197,12 @@ class WorkingCopy:
         self.hold(request, slot)
         self.victim_slots.append(VictimSlot(request, slot))
 
-    def hold_quota(self, request: JobRequest, slot: Slot, nominal_only: bool) -> None:
-        """The quota side of a reservation: backfill may not take what the reserved job needs from its start."""
+    def hold_quota(self, request: JobRequest, slot: Slot, nominal_only: bool, start: float | None = None) -> None:
+        """The quota side of a reservation: backfill may not take what the reserved job needs from ``start`` (the
+        slot's unless given)."""
         self.version += 1
-        insort(self.quota_holds, QuotaHold(slot.start, request.team, slot.flavour, request.units, nominal_only))
+        start = slot.start if start is None else start
+        insort(self.quota_holds, QuotaHold(start, request.team, slot.flavour, request.units, nominal_only))
         self._holding(slot.start + request.time_limit_s, request.team, slot.flavour, request.units)
 
     def preempt(self, job: RunningJob, decision: Preempt) -> None:

@@ -11,7 +11,7 @@ from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.quota import QuotaLedger
 from scheduler_core.policy.snapshot import AdmittedAs, Snapshot
 
-from .builders import H, decisions, make_cluster, make_job, make_snapshot
+from .builders import H, decisions, make_cluster, make_job, make_snapshot, nodes_of
 
 
 class Case(NamedTuple):
@@ -383,3 +383,39 @@ def test_a_job_held_by_its_team_s_reserved_quota_is_told_so() -> None:
                                  "promised to the team's reserved jobs that start before this one would end, needs 8")
     assert waits["head"].startswith("non-preemptible work runs only within nominal quota: 8 of 16 h100 in use, "
                                     "needs 16")
+
+
+def starving_gang_held_by_its_cohort(queued_at: float, b0_busy: bool) -> Snapshot:
+    """`x` borrows 16 of the cohort's 32 nominal units on block b1 until its limit at +3 h. genai's 32-unit gang
+    (a whole block) must borrow 24, more than the cohort can lend before then: CohortFull. `y`'s 1-hour job would
+    borrow 8. Block b0 is free, or (``b0_busy``) three of its nodes run another cohort's job until +10 h, so the
+    gang's nodes are b1's, at +3 h (it has waited long enough to spread over blocks, but five nodes are not
+    free)."""
+    snap = (make_snapshot(make_cluster().block("b0", 4).block("b1", 4))
+            .team("genai", h100=8).team("lender", h100=24).team("x", h100=0).team("y", h100=0)
+            .team("z", cohort="other", h100=24)
+            .run(make_job("xb").team("x").pods(2, 8), ["b1-n00", "b1-n01"], admitted="borrowed", started=-H))
+    if b0_busy:
+        snap = snap.run(make_job("z").team("z").pods(3, 8).limit(10 * H), nodes_of("b0", 3))
+    return (snap.pending(make_job("g").team("genai").pods(4, 8).preferred("block").pending(queued_at=queued_at),
+                         make_job("b").team("y").pods(1, 8).limit(H))
+            .build())
+
+
+@pytest.mark.parametrize(("queued_at", "b0_busy", "backfilled"), [
+    (-3 * H, False, False),
+    (-H, False, True),           # not starving yet
+    (-3 * H, True, True),        # its nodes are 3 h away: holding the cohort's quota would only idle it
+])
+def test_a_starving_block_gang_whose_nodes_are_near_holds_its_cohort_quota_from_now(
+        queued_at: float, b0_busy: bool, backfilled: bool) -> None:
+    """Its reservation's quota from its planned start (+3 h) lets a 1-hour borrower in now, and the next, and the
+    next: each unit the cohort frees goes to backfill, and the gang never gets its 24 at once. Once it has
+    waited ``starvation_after_s`` (2 h), and while its nodes are in reach within that, it holds the quota from
+    now."""
+    result = run_cycle(starving_gang_held_by_its_cohort(queued_at, b0_busy), 0.0)
+    assert [a.job_id for a in result.admits] == (["b"] if backfilled else [])
+    waits = {w.job_id: w for w in result.waits}
+    assert str(waits["g"].reason) == "CohortFull"
+    if not backfilled:
+        assert str(waits["b"].reason) == "CohortFull"
