@@ -111,8 +111,7 @@ class JobContexts:
         """A starving gang (``starving_gang``) as large as a block (``Pool.fills_blocks``): held back by quota, it
         may hold its cohort's quota from now (``Reserver.after_quota``)."""
         request = pending.request
-        return (request.pods > 1 and self.starving_gang(pending)
-                and self.any_pool(request, lambda pool: pool.fills_blocks(request)))
+        return self.starving_gang(pending) and self.any_pool(request, lambda pool: pool.fills_blocks(request))
 
     def widen_at(self, pending: PendingJob) -> float | None:
         """When a ``preferred`` job may spread (None: ``required``, never)."""

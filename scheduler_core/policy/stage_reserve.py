@@ -159,7 +159,8 @@ class Reserver:
         room = self.work.timeline.earliest(pending.request, slot.flavour, not_before=self.now,
                                            widen_at=self.contexts.widen_at(pending),
                                            block_cap=self.contexts.block_cap(pending))
-        return self.now if room is not None and room.start - self.now <= self.config.starvation_after_s else slot.start
+        near = room is not None and room.start - self.now <= self.config.starvation_after_s
+        return self.now if near else slot.start
 
     def reserve(self, pending: PendingJob, waiting: Waiting, slot: Slot, quota_from: float | None = None) -> None:
         """Hold ``slot`` (its nodes and its quota) for ``pending``: its estimate is the slot's start. ``quota_from``:
