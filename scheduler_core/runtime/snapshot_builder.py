@@ -36,7 +36,7 @@ class SnapshotBuilder:
                 self._shape.setdefault(flavour, (node.cpus, node.memory_gb, units))
         self._requests: dict[str, JobRequest] = {}
         #: Per pending job: its key, its ``PendingJob``, and the record it was built from.
-        self._pending: dict[str, tuple[tuple[object, ...], PendingJob, JobRecord]] = {}
+        self._pending: dict[str, tuple[JobRecord, PendingJob, tuple[object, ...]]] = {}
         self._running: dict[str, tuple[JobRecord, RunningJob]] = {}
         self._node_states: dict[str, tuple[Node, NodeState]] = {}
         self._nodes: tuple[list[NodeRecord], tuple[NodeState, ...]] | None = None
@@ -107,11 +107,11 @@ class SnapshotBuilder:
 
     def _pending_jobs(self, records: Iterable[JobRecord]) -> tuple[PendingJob, ...]:
         """Every pending job's ``PendingJob`` (``_reused``; ``_pending_job`` for a record not seen before)."""
-        return _reused(records, self._pending, 2, self._pending_job)
+        return _reused(records, self._pending, self._pending_job)
 
     def _running_jobs(self, records: Iterable[JobRecord]) -> tuple[RunningJob, ...]:
         """Every running job's ``RunningJob`` (``_reused``; ``_running_job`` for a record not seen before)."""
-        return _reused(records, self._running, 0, self._running_job)
+        return _reused(records, self._running, self._running_job)
 
     def _pending_job(self, record: JobRecord) -> PendingJob:
         cached = self._pending.get(record.id)
@@ -124,14 +124,14 @@ class SnapshotBuilder:
             quota_held_after_s = record.room_waited_s
         key = (record.queued_at, record.front_of_queue, record.attained_gpu_s, record.restart_block,
                record.avoid_nodes, room_wait_since, quota_held_after_s)
-        if cached is not None and cached[0] == key:
-            self._pending[record.id] = (key, cached[1], record)
+        if cached is not None and cached[2] == key:
+            self._pending[record.id] = (record, cached[1], key)
             return cached[1]
         job = PendingJob(request=self.request(record), queued_at=record.queued_at,
                          front_of_queue=record.front_of_queue, attained_gpu_s=record.attained_gpu_s,
                          restart_block=record.restart_block, avoid_nodes=record.avoid_nodes,
                          room_wait_since=room_wait_since, quota_held_after_s=quota_held_after_s)
-        self._pending[record.id] = (key, job, record)
+        self._pending[record.id] = (record, job, key)
         return job
 
     def _running_job(self, record: JobRecord) -> RunningJob:
@@ -147,13 +147,13 @@ class SnapshotBuilder:
         return job
 
 
-def _reused(records: Iterable[JobRecord], cache: Mapping[str, tuple[Any, ...]], record_at: int,
+def _reused(records: Iterable[JobRecord], cache: Mapping[str, tuple[Any, ...]],
             make: Callable[[JobRecord], T]) -> tuple[T, ...]:
     """Each record's job as last pass (``cache[id][1]``) when it is the very record it was built from
-    (``cache[id][record_at]``: a store that shares unchanged records hands back the same object), else ``make``'s.
+    (``cache[id][0]``: a store that shares unchanged records hands back the same object), else ``make``'s.
     Tested in this loop, not in ``make``: a long queue passes through every pass."""
     jobs = []
     for record in records:
         cached = cache.get(record.id)
-        jobs.append(cached[1] if cached is not None and cached[record_at] is record else make(record))
+        jobs.append(cached[1] if cached is not None and cached[0] is record else make(record))
     return tuple(jobs)
