@@ -3,11 +3,13 @@ topology and from when (``PlaceContext``). Every stage asks; the block cap is de
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
-from ..model.job import TopologyLevel
+from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Pool, blocks_may_be_limited
 from .placement import PlaceContext
+from .reservation import job_end
 from .snapshot import JobRequest, PendingJob
 from .working_copy import WorkingCopy
 
@@ -20,6 +22,7 @@ class JobContexts:
         self.config = work.config
         self.now = work.now
         self._block_caps: dict[str, int | None] = {}
+        self._blockers: dict[str, dict[int, list[tuple[float, float]]]] = {}
 
     def context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
@@ -68,14 +71,14 @@ class JobContexts:
         return any(test(pool) for f in request.flavours if (pool := pools.get(f)) is not None)
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
-        """False for a gang of several blocks broken by a failure whose compact slot (by the plan, as this
-        cycle first sees it) starts after its window ends: the failed node keeps one of its blocks short for
-        days once the block's spare is taken, so waiting would only idle its GPUs; it may take one block more.
-        Other gangs keep their window whatever the plan says: moving jobs and reservations often open whole
-        blocks sooner than time limits predict, and a one-block gang has no block to spare."""
+        """Whether waiting out the window can give the gang its compact shape: enough blocks can be whole by the
+        window's end (``_clearable_blocks``: moves clear what they may shift, time limits end the rest), or the
+        timeline has the shape by then. Otherwise waiting would only idle the GPUs the gang could run on, and it
+        may take one block more at once: every block is short a node in repair or holds work no move shifts
+        past the window (Tuesday seed 24, docs/scheduling.md). A gang broken by a failure counts the timeline
+        alone (the failed node keeps one of its blocks short once the block's spare is taken), and one of a
+        single block keeps its window."""
         request = pending.request
-        if pending.restart_block is None:
-            return True
         deadline = pending.block_cap_since(self.now) + self.config.topology_cap_wait_s
         avoid = self.avoid(pending)
         for flavour in request.flavours:
@@ -83,13 +86,46 @@ class JobContexts:
             if pool is None:
                 continue
             fewest = pool.max_blocks(request)
-            if fewest is None or fewest < 2:
+            if fewest is None:
+                return True
+            if pending.restart_block is None:
+                if self._clearable_blocks(pool, request, deadline) >= fewest:
+                    return True
+            elif fewest < 2:
                 return True
             slot = self.work.timeline.earliest(request, flavour, not_before=self.now, widen_at=None, avoid=avoid,
                                                block_cap=0)
             if slot is not None and slot.start <= deadline:
                 return True
         return False
+
+    def _clearable_blocks(self, pool: Pool, request: JobRequest, deadline: float) -> int:
+        """Blocks of ``pool`` that can be whole for ``request`` by ``deadline``: no node out, and every job on
+        them either one the move stage may shift for it (``Preemptor._movable``: preemptible, not critical, at
+        most half the gang's size; none when moves are off) or due to end by then (its time limit, a promise)."""
+        limit = request.units // 2 if self.config.migrate_max_moves > 0 else -1
+        return sum(1 for b, jobs in self._jobs_by_block(pool).items()
+                   if b not in pool.broken and all(size <= limit or end <= deadline for size, end in jobs))
+
+    def _jobs_by_block(self, pool: Pool) -> dict[int, list[tuple[float, float]]]:
+        """Per block of ``pool`` (every block, empty ones too): (size, promised end) of each job on it, the size
+        infinite for a job no move shifts (non-preemptible or critical). Worked out once per pass and flavour."""
+        hit = self._blockers.get(pool.flavour)
+        if hit is not None:
+            return hit
+        cap = self.work.cap
+        out: dict[int, list[tuple[float, float]]] = {b: [] for b in pool.blocks}
+        for job in self.work.running:
+            if job.placement.flavour != pool.flavour:
+                continue
+            other = job.request
+            size = (math.inf if not other.preemptible or other.priority_class is PriorityClass.CRITICAL
+                    else float(other.units))
+            row = (size, job_end(job, self.now))
+            for b in {pool.block[j] for _, j, _, _ in cap.pod_bits(job.placement)}:
+                out[b].append(row)
+        self._blockers[pool.flavour] = out
+        return out
 
     def widened(self, pending: PendingJob) -> bool:
         """Whether a ``preferred`` job may spread beyond its level's domain now (it has waited long enough)."""

@@ -70,12 +70,13 @@ CASES = [
                            "b0", 3), "b1", 3)
          .pending(make_job("g").pods(6, 8).preferred("block").pending(queued_at=-400)).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 5) + nodes_of("b1", 1)))]),
-    Case("a preferred gang as large as a block never spreads, even after the bounded wait",
+    Case("a preferred gang as large as a block never spreads, even after the bounded wait, while a block can "
+         "be whole by the end of its window",
          lambda: placing_only(busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64)
-                                                    .team("search", h100=64), "b0", [3]), "b1", [3]))
+                                                    .team("search", h100=64), "b0", [3], started=-8000), "b1", [3]))
          .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
-         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 1000),
-               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 8000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 8000)]),
     Case("... until it has waited topology_cap_wait_s (a failed node may keep every block short for days)",
          lambda: placing_only(busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64)
                                                     .team("search", h100=64), "b0", [3]), "b1", [3]))
@@ -83,11 +84,24 @@ CASES = [
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 3) + nodes_of("b1", 1)))]),
     Case("... counted from when it began waiting for room: hours held by its team's quota do not count",
          lambda: placing_only(busy_nodes(busy_nodes(make_snapshot(four_by(2)).team("fraud", h100=64)
-                                                    .team("search", h100=64), "b0", [3]), "b1", [3]))
+                                                    .team("search", h100=64), "b0", [3], started=-8000), "b1", [3]))
          .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-7200, room_wait_since=-100))
          .build(),
-         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 1000),
-               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
+         0.0, [("reserve", "g", " ".join(nodes_of("b0", 4)), 4 * H - 8000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 8000)]),
+    Case("... but spreads at once when no block can be whole by then: each has a node out for repair or work no "
+         "move shifts (a non-preemptible job), so waiting would only idle the GPUs it could run on",
+         lambda: make_snapshot(four_by(2).health("b0-n03", "repair")).team("fraud", h100=64)
+         .team("search", h100=64)
+         .run(make_job("np").team("search").pods(1, 8).non_preemptible(), "b1-n03", started=-1000)
+         .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
+         0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 3) + nodes_of("b1", 1)))]),
+    Case("... where a move could clear a block, it moves the job instead (the window holds)",
+         lambda: busy_nodes(make_snapshot(four_by(2).health("b0-n03", "repair")).team("fraud", h100=64)
+                            .team("search", h100=64), "b1", [3])
+         .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
+         0.0, [("preempt", "b1-busy3", "Defragment", 300.0, True, "g"),
+               ("reserve", "g", " ".join(nodes_of("b1", 4)), 300.0), ("wait", "g", "PreemptingVictims", 1, 300.0)]),
     Case("widening counts all the time waited, quota waits included (five minutes of latency, not a shape)",
          lambda: busy(busy(make_snapshot(eight_and_eight()).team("fraud", h100=64).team("search", h100=64),
                            "b0", 3), "b1", 3)
