@@ -96,6 +96,13 @@ CASES = [
          .run(make_job("np").team("search").pods(1, 8).non_preemptible(), "b1-n03", started=-1000)
          .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 3) + nodes_of("b1", 1)))]),
+    Case("... while one whose time limit ends inside the window (here the non-preemptible job's) keeps it",
+         lambda: busy_nodes(make_snapshot(four_by(2).health("b0-n03", "repair")).team("fraud", h100=64)
+                            .team("search", h100=64), "b1", [2])
+         .run(make_job("np").team("search").pods(1, 8).non_preemptible(), "b1-n03", started=-8000)
+         .pending(make_job("g").pods(4, 8).preferred("block").pending(queued_at=-400)).build(),
+         0.0, [("reserve", "g", " ".join(nodes_of("b1", 4)), 4 * H - 1000),
+               ("wait", "g", "WaitingForTopology", 1, 4 * H - 1000)]),
     Case("... where a move could clear a block, it moves the job instead (the window holds)",
          lambda: busy_nodes(make_snapshot(four_by(2).health("b0-n03", "repair")).team("fraud", h100=64)
                             .team("search", h100=64), "b1", [3])
