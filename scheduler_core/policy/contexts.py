@@ -108,19 +108,23 @@ class JobContexts:
                    if b not in pool.broken and all(size <= limit or end <= deadline for size, end in jobs))
 
     def _jobs_by_block(self, pool: Pool) -> dict[int, list[tuple[float, float]]]:
-        """Per block of ``pool`` (every block, empty ones too): (size, promised end) of each job on it, the size
-        infinite for a job no move shifts (non-preemptible or critical). Worked out once per pass and flavour."""
+        """Per block of ``pool`` (every block, empty ones too): (size, promised end) of each job on it that some
+        block-sized gang could not move, the size infinite for a job no move shifts (non-preemptible or
+        critical). A preemptible job of at most half the largest block's units is left out: every gang the block
+        cap applies to is at least that block's size, so it may always move such a job. Worked out once per
+        pass and flavour."""
         hit = self._blockers.get(pool.flavour)
         if hit is not None:
             return hit
-        cap = self.work.cap
+        cut = max((sum(pool.cap[j] for j in nodes) for nodes in pool.blocks.values()), default=0) // 2
+        cap, critical = self.work.cap, PriorityClass.CRITICAL
         out: dict[int, list[tuple[float, float]]] = {b: [] for b in pool.blocks}
         for job in self.work.running:
-            if job.placement.flavour != pool.flavour:
-                continue
             other = job.request
-            size = (math.inf if not other.preemptible or other.priority_class is PriorityClass.CRITICAL
-                    else float(other.units))
+            if (job.placement.flavour != pool.flavour
+                    or (other.units <= cut and other.preemptible and other.priority_class is not critical)):
+                continue
+            size = math.inf if not other.preemptible or other.priority_class is critical else float(other.units)
             row = (size, job_end(job, self.now))
             for b in {pool.block[j] for _, j, _, _ in cap.pod_bits(job.placement)}:
                 out[b].append(row)
