@@ -193,7 +193,10 @@ class Preemptor:
         immediate = verdict.reclaim or band is Band.CRITICAL or request.pods == 1
         scavengers_only = strategy is Strategy.NOW and not immediate
         reclaim_only = verdict.reclaim and band is not Band.CRITICAL
-        pick = (pool.flavour, band, request.team, scavengers_only, reclaim_only, len(leaving))
+        # For a far-off reservation, no job larger than the one preempting: the larger would then wait for room
+        # of its own, harder to find than the room the smaller lacked, its GPUs idle meanwhile.
+        largest = request.units if strategy is Strategy.RESERVATION else None
+        pick = (pool.flavour, band, request.team, scavengers_only, reclaim_only, largest, len(leaving))
         eligible = self._eligible.get(pick)
         if eligible is not None:
             return eligible
@@ -206,7 +209,7 @@ class Preemptor:
             if not v.scavenger:
                 if scavengers_only:
                     break
-                if not may_preempt(request, band, v):
+                if not may_preempt(request, band, v) or (largest is not None and v.job.request.units > largest):
                     continue
                 if reclaim_only:
                     other = teams.get(v.job.request.team)

@@ -165,6 +165,13 @@ CASES = [
          0.0, [("preempt", "b", "Reservation", 300.0, True, "big"),
                ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
                ("wait", "big", "PreemptingVictims", 1, 300.0)]),
+    Case("... but never a job larger than itself, which would then wait for room of its own",
+         lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
+         .team("fraud", h100=(0, 64)).team("lender", h100=64)
+         .run(make_job("b").team("fraud").pods(4, 8).limit(24 * H), nodes_of("b0", 4), admitted="borrowed",
+              started=-H, checkpoint=-600)
+         .pending(make_job("mid").team("genai").pods(2, 8).required("block")).build(),
+         0.0, [("reserve", "mid", "b0-n00 b0-n01", 23 * H), ("wait", "mid", "WaitingForCapacity", 1, 23 * H)]),
     Case("a near reservation: wait for it rather than preempt",
          lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
          .team("fraud", h100=(0, 64)).team("lender", h100=64)
