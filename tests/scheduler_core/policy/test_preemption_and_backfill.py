@@ -65,6 +65,16 @@ def room_only_from_a_big_borrower(queued_at: float) -> Snapshot:
             .pending(make_job("a").pods(1, 8).pending(queued_at=queued_at)).build())
 
 
+def a_borrower_in_the_way(limit: float, pending: Any) -> Snapshot:
+    """Block b0's four nodes held by a borrowed 4 × 8 job that started an hour ago (checkpointed 10 minutes ago)
+    and ends at its ``limit``; ``pending`` (genai's, within nominal) needs room in that block."""
+    return (make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
+            .team("fraud", h100=(0, 64)).team("lender", h100=64)
+            .run(make_job("b").team("fraud").pods(4, 8).limit(limit), nodes_of("b0", 4), admitted="borrowed",
+                 started=-H, checkpoint=-600)
+            .pending(pending).build())
+
+
 def a_big_and_a_small_borrower() -> Snapshot:
     """Search fills the cluster: a 64-GPU gang that just checkpointed and an 8-GPU job that never did, both
     borrowed; fraud, whose 48 are lent out, asks for 8 GPUs."""
@@ -157,27 +167,15 @@ CASES = [
                ("reserve", "head", " ".join(nodes_of("b0", 4)), 2 * H), ("reserve", "long", "b1-n00", 3 * H),
                ("wait", "head", "WaitingForCapacity", 1, 2 * H), ("wait", "long", "BehindReservation", 2, 3 * H)]),
     Case("a far-off reservation: preempting borrowers is cheaper than hours of waiting",
-         lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
-         .team("fraud", h100=(0, 64)).team("lender", h100=64)
-         .run(make_job("b").team("fraud").pods(4, 8).limit(24 * H), nodes_of("b0", 4), admitted="borrowed",
-              started=-H, checkpoint=-600)
-         .pending(make_job("big").team("genai").pods(4, 8).required("block")).build(),
+         lambda: a_borrower_in_the_way(24 * H, make_job("big").team("genai").pods(4, 8).required("block")),
          0.0, [("preempt", "b", "Reservation", 300.0, True, "big"),
                ("reserve", "big", " ".join(nodes_of("b0", 4)), 300.0),
                ("wait", "big", "PreemptingVictims", 1, 300.0)]),
     Case("... but never a job larger than itself, which would then wait for room of its own",
-         lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
-         .team("fraud", h100=(0, 64)).team("lender", h100=64)
-         .run(make_job("b").team("fraud").pods(4, 8).limit(24 * H), nodes_of("b0", 4), admitted="borrowed",
-              started=-H, checkpoint=-600)
-         .pending(make_job("mid").team("genai").pods(2, 8).required("block")).build(),
+         lambda: a_borrower_in_the_way(24 * H, make_job("mid").team("genai").pods(2, 8).required("block")),
          0.0, [("reserve", "mid", "b0-n00 b0-n01", 23 * H), ("wait", "mid", "WaitingForCapacity", 1, 23 * H)]),
     Case("a near reservation: wait for it rather than preempt",
-         lambda: make_snapshot(make_cluster().block("b0", 4)).team("genai", h100=(32, None, 0))
-         .team("fraud", h100=(0, 64)).team("lender", h100=64)
-         .run(make_job("b").team("fraud").pods(4, 8).limit(3 * H), nodes_of("b0", 4), admitted="borrowed",
-              started=-H, checkpoint=-600)
-         .pending(make_job("big").team("genai").pods(4, 8).required("block")).build(),
+         lambda: a_borrower_in_the_way(3 * H, make_job("big").team("genai").pods(4, 8).required("block")),
          0.0, [("reserve", "big", " ".join(nodes_of("b0", 4)), 2 * H),
                ("wait", "big", "WaitingForCapacity", 1, 2 * H)]),
 ]
