@@ -3,7 +3,6 @@ topology and from when (``PlaceContext``). Every stage asks; the block cap is de
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from ..model.job import PriorityClass, TopologyLevel
@@ -22,7 +21,7 @@ class JobContexts:
         self.config = work.config
         self.now = work.now
         self._block_caps: dict[str, int | None] = {}
-        self._blockers: dict[str, dict[int, list[tuple[float, float]]]] = {}
+        self._unmovable: dict[tuple[str, int], dict[int, float]] = {}
 
     def context(self, pending: PendingJob) -> PlaceContext:
         request = pending.request
@@ -103,33 +102,32 @@ class JobContexts:
         """Blocks of ``pool`` that can be whole for ``request`` by ``deadline``: no node out, and every job on
         them either one the move stage may shift for it (``Preemptor._movable``: preemptible, not critical, at
         most half the gang's size; none when moves are off) or due to end by then (its time limit, a promise)."""
-        limit = request.units // 2 if self.config.migrate_max_moves > 0 else -1
-        return sum(1 for b, jobs in self._jobs_by_block(pool).items()
-                   if b not in pool.broken and all(size <= limit or end <= deadline for size, end in jobs))
+        movable = request.units // 2 if self.config.migrate_max_moves > 0 else -1
+        ends = self._unmovable_ends(pool, movable)
+        return sum(1 for b in pool.blocks if b not in pool.broken and ends.get(b, deadline) <= deadline)
 
-    def _jobs_by_block(self, pool: Pool) -> dict[int, list[tuple[float, float]]]:
-        """Per block of ``pool`` (every block, empty ones too): (size, promised end) of each job on it that some
-        block-sized gang could not move, the size infinite for a job no move shifts (non-preemptible or
-        critical). A preemptible job of at most half the largest block's units is left out: every gang the block
-        cap applies to is at least that block's size, so it may always move such a job. Worked out once per
-        pass and flavour."""
-        hit = self._blockers.get(pool.flavour)
+    def _unmovable_ends(self, pool: Pool, movable: int) -> dict[int, float]:
+        """Per block of ``pool``: the latest promised end (``job_end``) of the jobs on it that a gang moving jobs
+        of at most ``movable`` units may not move (larger ones, non-preemptible or critical work); blocks with
+        none are absent. Worked out once per pass, flavour and ``movable``."""
+        key = (pool.flavour, movable)
+        hit = self._unmovable.get(key)
         if hit is not None:
             return hit
-        cut = max((sum(pool.cap[j] for j in nodes) for nodes in pool.blocks.values()), default=0) // 2
         cap, critical = self.work.cap, PriorityClass.CRITICAL
-        out: dict[int, list[tuple[float, float]]] = {b: [] for b in pool.blocks}
+        ends: dict[int, float] = {}
         for job in self.work.running:
             other = job.request
             if (job.placement.flavour != pool.flavour
-                    or (other.units <= cut and other.preemptible and other.priority_class is not critical)):
+                    or (other.units <= movable and other.preemptible and other.priority_class is not critical)):
                 continue
-            size = math.inf if not other.preemptible or other.priority_class is critical else float(other.units)
-            row = (size, job_end(job, self.now))
-            for b in {pool.block[j] for _, j, _, _ in cap.pod_bits(job.placement)}:
-                out[b].append(row)
-        self._blockers[pool.flavour] = out
-        return out
+            end = job_end(job, self.now)
+            for _, j, _, _ in cap.pod_bits(job.placement):
+                b = pool.block[j]
+                if b not in ends or end > ends[b]:
+                    ends[b] = end
+        self._unmovable[key] = ends
+        return ends
 
     def widened(self, pending: PendingJob) -> bool:
         """Whether a ``preferred`` job may spread beyond its level's domain now (it has waited long enough)."""
