@@ -213,8 +213,12 @@ class Nominator:
             assert verdict.reason is not None
             room = (self._nominal_room(request, f)
                     if verdict.reason is Reason.QUOTA_FULL and not request.preemptible else None)
-            if verdict.unreclaimable and (room is None or room.verdict is None):
-                # Taking the team's own nominal back from its preemptible work comes first: it lends nothing.
+            if verdict.unreclaimable:
+                # Taking the team's own nominal back from its preemptible work comes first (it lends nothing) when
+                # that starts the job now; else it waits as the borrower the allowance lets in, as it would if the
+                # team had no such work (dropping the option left it waiting for quota, its slot given away).
+                if room is not None and room.verdict is not None:
+                    options.append(QuotaOption(f, pool, room.verdict, relabel=room.jobs))
                 options.append(QuotaOption(f, pool, _UNRECLAIMABLE))
                 continue
             best = _better(best, index, verdict.reason, verdict.message)

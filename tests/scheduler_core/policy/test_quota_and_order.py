@@ -149,6 +149,15 @@ QUOTA = [
                                                        if (b, n) not in ((0, 0), (0, 1))], started=-4000)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
          0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("... but when it would not start now and the cohort stays idle enough to lend it the units, it waits as that "
+         "borrower (5 min for a leaf here), not until its team's nominal frees (3 h: Hypothesis found such a head "
+         "job's reservation put back by the backfill that started the team's preemptible work)",
+         lambda: make_snapshot(make_cluster().block("b0", 4, per_leaf=2)).team("fraud", h100=16)
+         .team("search", h100=64)
+         .run(make_job("q1").pods(1, 8), "b0-n00", started=-4000)
+         .run(make_job("q2").pods(1, 8), "b0-n02", started=-3000)
+         .pending(make_job("a").pods(2, 8).preferred("leaf").non_preemptible()).build(),
+         0.0, [("reserve", "a", "b0-n01 b0-n03", 300.0), ("wait", "a", "WaitingForTopology", 1, 300.0)]),
     Case("... nor when a reserved non-preemptible job of the team needs that nominal before this one would end",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=24).team("search", h100=40)
          .run(make_job("q").pods(1, 8), "b0-n00", started=-3000)
