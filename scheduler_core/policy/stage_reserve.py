@@ -23,6 +23,11 @@ from .stage_preempt import Preemptor, Strategy, VictimsPending
 from .working_copy import WorkingCopy
 
 
+#: The misses moving smaller jobs can mend: units free in all but scattered. A node that is not ready does not
+#: change that (it only names the reason: the gang would fit on it too), so it does not stop the moves.
+_MOVABLE_REASONS = frozenset({Reason.WAITING_FOR_TOPOLOGY, Reason.WAITING_FOR_CAPACITY, Reason.NODE_UNHEALTHY})
+
+
 @record
 class _SlotChoice:
     """The earliest reservable slot among a job's misses, and the miss it belongs to."""
@@ -68,7 +73,7 @@ class Reserver:
             for m in misses:
                 if (best.entry.flavour == m.flavour and not m.verdict.reclaim
                         and m.pool.free_units >= request.units
-                        and m.miss.reason in (Reason.WAITING_FOR_TOPOLOGY, Reason.WAITING_FOR_CAPACITY)):
+                        and m.miss.reason in _MOVABLE_REASONS):
                     moved = self.preemptor.preempt(pending, m.pool, m.verdict, ctx, small, m.miss, Strategy.MIGRATE,
                                                    slot=best.slot)
                     if moved is not None:

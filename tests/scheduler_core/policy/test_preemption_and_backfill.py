@@ -42,6 +42,16 @@ def one_job_in_the_way(free_in_b1: int, preemptible: bool = True, b1_started: fl
     return builder.pending(make_job("g").pods(4, 8).required("block")).build()
 
 
+def a_job_in_the_way_beside_a_sick_node() -> Snapshot:
+    """fraud's 3-node gang; b0's four nodes: n00 suspect, n02 holding search's 1-GPU ``s``, the others free;
+    ``t`` holds one GPU of b1's only node. Only moving ``s`` (to b1) makes three whole nodes."""
+    return (make_snapshot(make_cluster().block("b0", 4).block("b1", 1).health("b0-n00", "suspect"))
+            .team("fraud", h100=32).team("search", h100=40)
+            .run(make_job("s").team("search").pods(1, 1), "b0-n02", started=-4000)
+            .run(make_job("t").team("search").pods(1, 1), "b1-n00", started=-4000)
+            .pending(make_job("g").pods(3, 8)).build())
+
+
 def only_a_big_borrower(queued_at: float, young_started: float | None = None) -> Snapshot:
     """Search borrows 80 GPUs in one gang, and 8 more in job ``y`` started at ``young_started`` (without it,
     ``y`` is nominal work and the gang the only borrower); fraud, whose 48 are lent out, asks for one GPU."""
@@ -126,6 +136,11 @@ CASES = [
          lambda: one_job_in_the_way(1, preemptible=False, b1_started=-100), 0.0,
          [("reserve", "g", "b0-n00 b0-n01 b0-n02 b0-n03", 4 * H - 4000),
           ("wait", "g", "WaitingForTopology", 1, 4 * H - 4000)]),
+    Case("... and a node that is not ready beside the scattered units does not stop the move (the gang, told "
+         "NodeUnhealthy, waited 2.9 h for s to end)",
+         a_job_in_the_way_beside_a_sick_node, 0.0,
+         [("preempt", "s", "Defragment", 300.0, True, "g"), ("reserve", "g", "b0-n01 b0-n02 b0-n03", 300.0),
+          ("wait", "g", "PreemptingVictims", 1, 300.0)]),
     Case("fill-back: the cheap victim that turns out not to be needed is added back",
          lambda: lender_and_borrower()
          .run(make_job("x").pods(1, 2), "b0-n00", admitted="borrowed", started=-9000, checkpoint=-60)
