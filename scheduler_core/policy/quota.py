@@ -17,9 +17,6 @@
   GPUs. The pool stays on total usage, so a nominal admission beside borrowed work still lends nothing the
   cohort does not have (it needs reclaim if the pool would go below zero), and the team's total stays within
   ``nominal + borrowing_limit``, as in Kueue.
-* The head of a team's line held back only by that limit keeps the room under it (``hold_limit``): the team's
-  jobs after it in the pass may not borrow what it needs, so the team's newer small jobs do not keep its
-  limit full while it waits.
 """
 
 from __future__ import annotations
@@ -64,14 +61,6 @@ class Verdict:
     unreclaimable: bool = False
 
 
-@record
-class LimitHold:
-    """The room under its team's borrowing limit that ``job_id`` (``units``) keeps for itself this pass."""
-
-    job_id: str
-    units: int
-
-
 @dataclass(slots=True)
 class _ExtraPool:
     """One ``extra`` mapping's effect on one cohort's pool of one flavour: per team, and in all."""
@@ -99,8 +88,6 @@ class QuotaLedger:
         #: (team, flavour) of every usage change the cycle made, holds included, in order (see ``_extra_pool``).
         self._changed: list[tuple[str, str]] = []
         self._cohort_nominal: dict[tuple[str, str], int] = {}
-        #: Per (team, flavour), the job whose room under the borrowing limit the pass keeps (``hold_limit``).
-        self.limit_holds: dict[tuple[str, str], LimitHold] = {}
         for name in sorted(teams):
             self.members.setdefault(teams[name].cohort, []).append(name)
         for job in running:
@@ -131,7 +118,6 @@ class QuotaLedger:
         clone._extra_cache = {}
         clone._changed = []
         clone._cohort_nominal = self._cohort_nominal
-        clone.limit_holds = {}
         return clone
 
     def count(self, job: RunningJob, sign: int) -> None:
@@ -274,25 +260,6 @@ class QuotaLedger:
         cohort's nominal quota of ``flavour`` (``PolicyConfig.unreclaimable_borrow_free_share``)."""
         return math.ceil(share * self.cohort_nominal(cohort, flavour))
 
-    def waits_for_limit(self, request: JobRequest, flavour: str) -> bool:
-        """Whether ``request`` fits its team's nominal + borrowing limit, but not beside the team's usage now."""
-        state = self.teams.get(request.team)
-        quota = state.quotas.get(flavour) if state else None
-        if quota is None or quota.borrowing_limit is None:
-            return False
-        limit = quota.nominal + quota.borrowing_limit
-        return self.usage.get((request.team, flavour), 0) + request.units > limit >= request.units
-
-    def hold_limit(self, request: JobRequest, flavour: str) -> None:
-        """Keep the room under the team's borrowing limit for ``request`` for the rest of the pass (the first job
-        of the team to ask; see the module docstring). Moves the team's version: answers cached on the old
-        usage no longer hold."""
-        key = (request.team, flavour)
-        if key in self.limit_holds:
-            return
-        self.limit_holds[key] = LimitHold(request.id, request.units)
-        self.version[request.team] = self.version.get(request.team, 0) + 1
-
     def verdict(self, request: JobRequest, flavour: str, extra: Mapping[tuple[str, str], int] | None = None,
                 nominal_only: frozenset[tuple[str, str]] = frozenset(),
                 nominal_extra: Mapping[tuple[str, str], int] | None = None,
@@ -337,8 +304,6 @@ class QuotaLedger:
                 request.team, flavour, usage - self.usage.get(key, 0))
             deficit = min(0, own) - (own + (offer1 - borrow1) - (offer0 - borrow0))
             return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
-        if (held := self._limit_held(request, flavour, quota, after)) is not None:
-            return held
         if not may_borrow(request):
             in_use = self.nominal_usage.get(key, 0)
             return self._above_nominal(request, state.cohort, flavour, in_use, nominal_usage - in_use, pool_after,
@@ -350,20 +315,10 @@ class QuotaLedger:
         borrowed = after - quota.nominal
         if pool_after < 0:
             room = max(0, pool - offer0 + borrow0)
-            return Verdict(None, Reason.COHORT_FULL, f"would borrow {borrowed} {flavour} in all; cohort "
-                                                     f"{state.cohort!r} can lend {room} now")
+            return Verdict(None, Reason.COHORT_FULL,
+                           f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
+                           f"now")
         return Verdict(AdmittedAs.BORROWED)
-
-    def _limit_held(self, request: JobRequest, flavour: str, quota: Quota, after: int) -> Verdict | None:
-        """``QuotaFull`` for a job that would borrow room under its team's limit that an earlier job of the team
-        keeps this pass (``hold_limit``); None otherwise."""
-        hold = self.limit_holds.get((request.team, flavour))
-        if (hold is None or hold.job_id == request.id or quota.borrowing_limit is None
-                or after + hold.units <= quota.nominal + quota.borrowing_limit):
-            return None
-        return Verdict(None, Reason.QUOTA_FULL,
-                       f"{request.team}'s borrowing limit keeps room for its job {hold.job_id} first, queued "
-                       f"earlier ({hold.units} {flavour}); this job needs {request.units}")
 
     def _above_nominal(self, request: JobRequest, cohort: str, flavour: str, in_use: int, promised: int,
                        pool_after: int, share: float) -> Verdict:

@@ -16,7 +16,7 @@ from .capacity import Pool
 from .contexts import JobContexts
 from .decisions import Reason
 from .placement import Fit, Miss, PlaceContext, explain, place
-from .quota import Verdict, may_borrow
+from .quota import Verdict
 from .record import record
 from .reservation import job_end
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, RunningJob
@@ -211,10 +211,6 @@ class Nominator:
                 options.append(QuotaOption(f, pool, verdict))
                 continue
             assert verdict.reason is not None
-            if (verdict.reason is Reason.QUOTA_FULL and may_borrow(request)
-                    and request.priority_class is not PriorityClass.SCAVENGER
-                    and self.work.ledger.waits_for_limit(request, f)):
-                self.work.ledger.hold_limit(request, f)
             room = (self._nominal_room(request, f)
                     if verdict.reason is Reason.QUOTA_FULL and not request.preemptible else None)
             if verdict.unreclaimable:

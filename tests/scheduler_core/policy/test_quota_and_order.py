@@ -56,17 +56,6 @@ def reserved_block_world() -> Any:
     return builder
 
 
-def a_team_at_its_borrowing_limit(g_pods: int) -> Snapshot:
-    """fraud (8 nominal, may borrow 16) runs 8 at nominal and 2 borrowed (``b``, ends at 1 h at the latest);
-    ``g`` (``g_pods`` × 8), queued first, needs more room under the limit than is left; ``h`` (2, 15 min) is
-    newer and would fit beside ``b``."""
-    return (make_snapshot(make_cluster().block("b0", 4)).team("fraud", h100=(8, 16)).team("search", h100=64)
-            .run(make_job("q").pods(1, 8), "b0-n00", started=-4000)
-            .run(make_job("b").pods(1, 2).limit(H).submitted(-2000), "b0-n01", admitted="borrowed", started=-2000)
-            .pending(make_job("g").pods(g_pods, 8).submitted(-3000),
-                     make_job("h").pods(1, 2).limit(900).submitted(-100)).build())
-
-
 def starving_gang_world() -> Any:
     """fraud's nominal 16 held by its own preemptible q1 and q2 (q2 the newer); search lends 48."""
     return (make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
@@ -213,15 +202,6 @@ QUOTA = [
     Case("... nor for small work, which does not starve (service levels promote it)",
          lambda: starving_gang_world().pending(make_job("g").pods(1, 8).submitted(-3 * H)).build(),
          0.0, [("admit", "g", "borrowed", "b0-n02:0-7")]),
-    Case("the first of a team's jobs held back only by the team's borrowing limit keeps the room under it: a newer "
-         "job of the team does not borrow it, though it would end before the older one's planned start (on Tuesday "
-         "seed 19 a 256-GPU job waited 2.75 h while its team's newer small jobs kept the limit full)",
-         lambda: a_team_at_its_borrowing_limit(2),
-         0.0, [("reserve", "g", "b0-n01 b0-n02", 1600.0), ("reserve", "h", "b0-n00", 10400.0),
-               ("wait", "g", "QuotaFull", 1, 1600.0), ("wait", "h", "QuotaFull", 2, 10400.0)]),
-    Case("... but a job larger than nominal and limit together, which can never run, keeps nothing",
-         lambda: a_team_at_its_borrowing_limit(4),
-         0.0, [("admit", "h", "borrowed", "b0-n01:2-3"), ("wait", "g", "QuotaFull", 1, None)]),
     Case("scavenger work runs on idle units outside quota",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0)
          .pending(make_job("a").pods(1, 8).priority("scavenger")).build(),
@@ -412,12 +392,6 @@ def test_a_job_held_by_its_team_s_reserved_quota_is_told_so() -> None:
                                  "promised to the team's reserved jobs that start before this one would end, needs 8")
     assert waits["head"].startswith("non-preemptible work runs only within nominal quota: 8 of 16 h100 in use, "
                                     "needs 16")
-
-
-def test_a_job_kept_behind_its_team_s_earlier_job_is_told_whose_room_it_waits_for() -> None:
-    waits = {w.job_id: w.message for w in run_cycle(a_team_at_its_borrowing_limit(2), 0.0).waits}
-    assert waits["h"].startswith("fraud's borrowing limit keeps room for its job g first, queued earlier (16 h100); "
-                                 "this job needs 2")
 
 
 def starving_gang_held_by_its_cohort(queued_at: float, b0_busy: bool) -> Snapshot:
