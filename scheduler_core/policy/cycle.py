@@ -38,8 +38,10 @@ def run_cycle(snapshot: Snapshot, now: float) -> CycleResult:
     cycle = _Cycle(snapshot, now)
     # 2. Time limits: a job at its limit is stopped, to checkpoint if it is preemptible.
     cycle.enforce_time_limits()
-    # 3. Order: each team's queue (priority, front, service level, age), merged by band, then lowest DRF share.
-    order = TeamOrder(cycle.queues, cycle.nominate.band_hint, cycle.work.share)
+    # 3. Order: each team's queue (priority, front, service level, age), merged by band, then teams whose next
+    #    job has waited starvation_after_s, then lowest DRF share.
+    order = TeamOrder(cycle.queues, cycle.nominate.band_hint, cycle.work.share,
+                      now - snapshot.config.starvation_after_s)
     # 4. Nominate and process: quota, placement (once per shape), else preemption, else a reservation.
     for job in order:
         cycle.process(job)
@@ -63,7 +65,8 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
     planning every pass; estimates of jobs that arrived since are ``None`` until the next plan."""
     cycle = _Cycle(snapshot, now)
     cycle.enforce_time_limits()
-    for job in TeamOrder(cycle.queues, cycle.nominate.band_hint, cycle.work.share):
+    for job in TeamOrder(cycle.queues, cycle.nominate.band_hint, cycle.work.share,
+                         now - snapshot.config.starvation_after_s):
         cycle.process(job)
     cycle.defragment()
     cycle.explain.plan_waits()

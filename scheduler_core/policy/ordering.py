@@ -1,8 +1,10 @@
 """The order in which a cycle considers pending jobs (DESIGN §3.2, step 2).
 
 * **Bands first**: critical > guaranteed (fits its team's unused nominal quota) > borrowed > scavenger.
-* **Across teams**, within a band: the lowest weighted dominant share (DRF over GPUs, CPUs and memory, with
-  decayed usage) goes next. A team's band is its next job's, except that a team whose next job must borrow
+* **Across teams**, within a band: teams whose next job has waited ``starvation_after_s`` first, then the rest;
+  in each, the lowest weighted dominant share (DRF over GPUs, CPUs and memory, with decayed usage) goes next. The
+  first tier is an age term, as in Slurm's multifactor priority: without it a waiting job's reservation is no
+  promise against another team's newer work, which a lower share orders ahead of it, pass after pass. A team's band is its next job's, except that a team whose next job must borrow
   but which has work of the same priority behind it that fits its unused nominal quota is ordered with the
   nominal work (its queue keeps its own order). Shares are recomputed as the cycle admits work, so one team's
   burst does not take every free unit of the cycle.
@@ -54,7 +56,8 @@ def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig)
 
 
 class TeamOrder:
-    """Merges the team queues: always the head of the team with the highest band, then lowest share.
+    """Merges the team queues: always the head of the team with the highest band, then of a team whose head was
+    queued before ``starving_since`` (None: no such tier), then lowest share.
 
     A team whose head must borrow but that has nominal-fitting work of the same priority behind it goes in the
     guaranteed band. Ordered by the head alone, that nominal work would come after other teams' borrowers,
@@ -66,13 +69,14 @@ class TeamOrder:
     """
 
     def __init__(self, queues: Mapping[str, list[PendingJob]], band: Callable[[PendingJob], Band],
-                 share: Callable[[str], float]) -> None:
+                 share: Callable[[str], float], starving_since: float | None = None) -> None:
         self._queues = queues
         self._band = band
         self._share = share
+        self._starving_since = starving_since
         self._next = dict.fromkeys(queues, 0)
         self._scan: dict[str, int] = {}        # how far the search for nominal work behind the head got
-        self._heap: list[tuple[int, float, str]] = []
+        self._heap: list[tuple[int, int, float, str]] = []
         for team in sorted(queues):
             if queues[team]:
                 self._push(team)
@@ -80,8 +84,8 @@ class TeamOrder:
     def _push(self, team: str) -> None:
         heapq.heappush(self._heap, self._key(team))
 
-    def _key(self, team: str) -> tuple[int, float, str]:
-        """(band, share, name) of the team's next job. The search for nominal-fitting work behind a borrowing
+    def _key(self, team: str) -> tuple[int, int, float, str]:
+        """(band, not starving, share, name) of the team's next job. The search for nominal-fitting work behind a borrowing
         head resumes where it stopped: within a cycle a team's nominal usage only grows, so a job that would
         borrow now would borrow later in it too."""
         queue = self._queues[team]
@@ -97,12 +101,14 @@ class TeamOrder:
                     break
                 scan += 1
             self._scan[team] = scan
-        return (-int(band), self._share(team), team)
+        since = self._starving_since
+        starving = since is not None and job.queued_at <= since
+        return (-int(band), 0 if starving else 1, self._share(team), team)
 
     def __iter__(self) -> Iterator[PendingJob]:
         heap = self._heap
         while heap:
-            _, _, team = heapq.heappop(heap)
+            team = heapq.heappop(heap)[-1]
             queue = self._queues[team]
             while True:
                 index = self._next[team]

@@ -263,6 +263,19 @@ ORDER = [
          .pending(make_job("f").submitted(-100), make_job("s").team("search").submitted(-1)).build(),
          0.0, [("admit", "s", "borrowed", "b0-n00:0-7"), ("reserve", "f", "b0-n00", 4 * H),
                ("wait", "f", "WaitingForCapacity", 1, 4 * H)]),
+    Case("... but a team whose next job has waited starvation_after_s (2 h) goes before those whose next job has "
+         "not: a waiting job's reservation is otherwise no promise against another team's newer work",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0, decayed={"gpu": 1e7})
+         .team("search", h100=0).team("lender", h100=16)
+         .pending(make_job("f").submitted(-2 * H - 60), make_job("s").team("search").submitted(-1)).build(),
+         0.0, [("admit", "f", "borrowed", "b0-n00:0-7"), ("reserve", "s", "b0-n00", 4 * H),
+               ("wait", "s", "WaitingForCapacity", 1, 4 * H)]),
+    Case("... and among teams that have both waited that long, the lower share still goes first",
+         lambda: make_snapshot(one_node()).team("fraud", h100=0, decayed={"gpu": 1e7})
+         .team("search", h100=0).team("lender", h100=16)
+         .pending(make_job("f").submitted(-3 * H), make_job("s").team("search").submitted(-2 * H - 60)).build(),
+         0.0, [("admit", "s", "borrowed", "b0-n00:0-7"), ("reserve", "f", "b0-n00", 4 * H),
+               ("wait", "f", "WaitingForCapacity", 1, 4 * H)]),
     Case("DRF: twice the weight halves the share",
          lambda: make_snapshot(one_node()).team("fraud", h100=0, weight=4.0, decayed={"gpu": 1e6})
          .team("search", h100=0, decayed={"gpu": 5e5}).team("lender", h100=16)
