@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from ..model.job import PriorityClass, TopologyLevel
 from .capacity import Pool, blocks_may_be_limited
+from .ordering import waited_long
 from .placement import PlaceContext
 from .reservation import job_end
 from .snapshot import JobRequest, PendingJob
@@ -143,7 +144,7 @@ class JobContexts:
         team's nominal before a borrower's place (``Nominator.quota``)."""
         request = pending.request
         return (request.preemptible and request.units > self.config.small_job_max_units
-                and self.now - pending.queued_at >= self.config.starvation_after_s)
+                and waited_long(pending, self.now, self.config))
 
     def drains(self, pending: PendingJob) -> bool:
         """A starving gang (``starving_gang``) as large as a block (``Pool.fills_blocks``): held back by quota, it

@@ -18,7 +18,7 @@ from ..model.durations import format_duration
 from .contexts import JobContexts
 from .decisions import CycleResult, Preempt, PreemptReason, Reason
 from .defrag import fragmented, moves_in_flight, plan_moves
-from .ordering import TeamOrder, team_queues
+from .ordering import TeamOrder, team_queues, waited_long
 from .placement import Fit, PlaceContext, is_small
 from .preemption import is_scavenger
 from .quota import may_borrow
@@ -40,8 +40,7 @@ def run_cycle(snapshot: Snapshot, now: float) -> CycleResult:
     cycle.enforce_time_limits()
     # 3. Order: each team's queue (priority, front, service level, age), merged by band, then teams whose next
     #    job has waited starvation_after_s, then lowest DRF share.
-    order = TeamOrder(cycle.queues, cycle.nominate.band_hint, cycle.work.share,
-                      now - snapshot.config.starvation_after_s)
+    order = cycle.order()
     # 4. Nominate and process: quota, placement (once per shape), else preemption, else a reservation.
     for job in order:
         cycle.process(job)
@@ -65,8 +64,7 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
     planning every pass; estimates of jobs that arrived since are ``None`` until the next plan."""
     cycle = _Cycle(snapshot, now)
     cycle.enforce_time_limits()
-    for job in TeamOrder(cycle.queues, cycle.nominate.band_hint, cycle.work.share,
-                         now - snapshot.config.starvation_after_s):
+    for job in cycle.order():
         cycle.process(job)
     cycle.defragment()
     cycle.explain.plan_waits()
@@ -100,6 +98,11 @@ class _Cycle:
         self.preempt = Preemptor(self.work)
         self.reserve = Reserver(self.work, self.contexts, self.preempt)
         self._classes: dict[tuple[object, ...], _Class] = {}
+
+    def order(self) -> TeamOrder:
+        """The pass's order of pending work (``ordering``), long waiters' teams first in each band."""
+        return TeamOrder(self.queues, self.nominate.band_hint, self.work.share,
+                         lambda job: waited_long(job, self.now, self.config))
 
     # -- phase 2 ---------------------------------------------------------------------------------------------
 

@@ -4,9 +4,9 @@
 * **Across teams**, within a band: teams whose next job has waited ``starvation_after_s`` first, then the rest;
   in each, the lowest weighted dominant share (DRF over GPUs, CPUs and memory, with decayed usage) goes next. The
   first tier is an age term, as in Slurm's multifactor priority: without it a waiting job's reservation is no
-  promise against another team's newer work, which a lower share orders ahead of it, pass after pass. A team's band is its next job's, except that a team whose next job must borrow
-  but which has work of the same priority behind it that fits its unused nominal quota is ordered with the
-  nominal work (its queue keeps its own order). Shares are recomputed as the cycle admits work, so one team's
+  promise against another team's newer work, which a lower share orders ahead of it, pass after pass. A team's
+  band is its next job's, except that a team whose next job must borrow but which has work of the same priority
+  behind it that fits its unused nominal quota is ordered with the nominal work (its queue keeps its own order). Shares are recomputed as the cycle admits work, so one team's
   burst does not take every free unit of the cycle.
 * **Within a team**: priority class, then a preempted job back at the front, then — for short, small work —
   attained service (GPU·s already used) in a few discrete levels (Tiresias), then age. Work that has waited
@@ -23,9 +23,15 @@ from typing import Callable, Iterator, Mapping, Sequence
 from .snapshot import Band, PendingJob, PolicyConfig
 
 
+def waited_long(job: PendingJob, now: float, config: PolicyConfig) -> bool:
+    """Whether ``job`` has waited ``starvation_after_s``: what promotes it in its queue, its team across teams, and
+    its right to a reservation."""
+    return now - job.queued_at >= config.starvation_after_s
+
+
 def service_level(job: PendingJob, now: float, config: PolicyConfig) -> int:
     """0, 1, 2…: how much GPU·time a small job has already had. Large jobs and long waiters are level 0."""
-    if job.request.units > config.small_job_max_units or now - job.queued_at >= config.starvation_after_s:
+    if job.request.units > config.small_job_max_units or waited_long(job, now, config):
         return 0
     attained = job.attained_gpu_s
     level = 0
@@ -56,8 +62,8 @@ def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig)
 
 
 class TeamOrder:
-    """Merges the team queues: always the head of the team with the highest band, then of a team whose head was
-    queued before ``starving_since`` (None: no such tier), then lowest share.
+    """Merges the team queues: always the head of the team with the highest band, then of a team whose head has
+    waited long (``starving``; None: no such tier), then lowest share.
 
     A team whose head must borrow but that has nominal-fitting work of the same priority behind it goes in the
     guaranteed band. Ordered by the head alone, that nominal work would come after other teams' borrowers,
@@ -69,11 +75,11 @@ class TeamOrder:
     """
 
     def __init__(self, queues: Mapping[str, list[PendingJob]], band: Callable[[PendingJob], Band],
-                 share: Callable[[str], float], starving_since: float | None = None) -> None:
+                 share: Callable[[str], float], starving: Callable[[PendingJob], bool] | None = None) -> None:
         self._queues = queues
         self._band = band
         self._share = share
-        self._starving_since = starving_since
+        self._starving = starving
         self._next = dict.fromkeys(queues, 0)
         self._scan: dict[str, int] = {}        # how far the search for nominal work behind the head got
         self._heap: list[tuple[int, int, float, str]] = []
@@ -85,9 +91,9 @@ class TeamOrder:
         heapq.heappush(self._heap, self._key(team))
 
     def _key(self, team: str) -> tuple[int, int, float, str]:
-        """(band, not starving, share, name) of the team's next job. The search for nominal-fitting work behind a borrowing
-        head resumes where it stopped: within a cycle a team's nominal usage only grows, so a job that would
-        borrow now would borrow later in it too."""
+        """(band, not starving, share, name) of the team's next job. The search for nominal-fitting work behind a
+        borrowing head resumes where it stopped: within a cycle a team's nominal usage only grows, so a job that
+        would borrow now would borrow later in it too."""
         queue = self._queues[team]
         index = self._next[team]
         job = queue[index]
@@ -101,8 +107,7 @@ class TeamOrder:
                     break
                 scan += 1
             self._scan[team] = scan
-        since = self._starving_since
-        starving = since is not None and job.queued_at <= since
+        starving = self._starving is not None and self._starving(job)
         return (-int(band), 0 if starving else 1, self._share(team), team)
 
     def __iter__(self) -> Iterator[PendingJob]:

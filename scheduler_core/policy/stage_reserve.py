@@ -12,6 +12,7 @@ from ..model.durations import format_duration
 from ..model.job import PriorityClass
 from .contexts import JobContexts
 from .decisions import Reason
+from .ordering import waited_long
 from .placement import PlaceContext
 from .quota import may_borrow
 from .record import record
@@ -52,7 +53,7 @@ class Reserver:
         """The first ``max_reservations`` blocked jobs in cycle order hold their plan; long waiters up to
         twice that. Scavenger work never reserves."""
         limit = self.config.max_reservations
-        starving = self.now - pending.queued_at >= self.config.starvation_after_s
+        starving = waited_long(pending, self.now, self.config)
         return (pending.request.priority_class is not PriorityClass.SCAVENGER
                 and self.blocked < (2 * limit if starving else limit))
 
