@@ -246,6 +246,11 @@ class QuotaLedger:
         offer1, borrow1 = self.terms(team, flavour, usage + units)
         return (offer1 - borrow1) - (offer0 - borrow0)
 
+    def _borrowed_by_others(self, cohort: str, flavour: str, team: str) -> int:
+        """Units of ``flavour`` the cohort's other teams borrow: all a reclaim could take back for ``team``."""
+        return sum(self.terms(other, flavour, self.usage.get((other, flavour), 0))[1]
+                   for other in self.members.get(cohort, ()) if other != team)
+
     def cohort_nominal(self, cohort: str, flavour: str) -> int:
         """The nominal quota of ``flavour`` over the cohort's teams (fixed for the ledger's life)."""
         key = (cohort, flavour)
@@ -303,7 +308,8 @@ class QuotaLedger:
             own = self.pool.get((state.cohort, flavour), 0) + self._contribution(
                 request.team, flavour, usage - self.usage.get(key, 0))
             deficit = min(0, own) - (own + (offer1 - borrow1) - (offer0 - borrow0))
-            return Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
+            held = self._held_by_own_borrowing(request, flavour, deficit, usage, nominal_usage, pool - offer0 + borrow0)
+            return held or Verdict(AdmittedAs.NOMINAL, reclaim=deficit > 0, deficit=max(0, deficit))
         if not may_borrow(request):
             in_use = self.nominal_usage.get(key, 0)
             return self._above_nominal(request, state.cohort, flavour, in_use, nominal_usage - in_use, pool_after,
@@ -319,6 +325,23 @@ class QuotaLedger:
                            f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
                            f"now")
         return Verdict(AdmittedAs.BORROWED)
+
+    def _held_by_own_borrowing(self, request: JobRequest, flavour: str, deficit: int, usage: int, nominal_usage: int,
+                               room: int) -> Verdict | None:
+        """A job within its team's nominal quota that would leave its cohort's pool ``deficit`` short: ``None``
+        when reclaiming other teams' borrowers can make that up; else it is short because of the team's own
+        borrowed work (its preemptible work relabelled for an earlier job, or work the cohort's allowance let
+        borrow), no reclaim can mend it, and the job waits for the cohort as a borrower does, planned by the
+        quota clock (Kueue, which counts usage and not labels, would call it out of quota too). ``room``: what
+        the cohort can lend now."""
+        state = self.teams[request.team]
+        if deficit <= 0 or self._borrowed_by_others(state.cohort, flavour, request.team) >= deficit:
+            return None
+        borrowed = usage + request.units - state.nominal(flavour)
+        return Verdict(None, Reason.COHORT_FULL,
+                       f"{request.team} uses {usage} {flavour}, {usage - nominal_usage} of them admitted as borrowed; "
+                       f"with this job it would borrow {borrowed} in all and cohort {state.cohort!r} can lend "
+                       f"{max(0, room)} now")
 
     def _above_nominal(self, request: JobRequest, cohort: str, flavour: str, in_use: int, promised: int,
                        pool_after: int, share: float) -> Verdict:
@@ -613,6 +636,8 @@ class _Replay:
                 quota.nominal, quota.nominal if quota.lending_limit is None else quota.lending_limit)
         self.current = dict(usage)
         self.pool = [sum(self._net(team, usage[team]) for team in members)]
+        #: Beside each pool, the units the cohort's teams borrow in all (what reclaims could take back).
+        self.borrowed = [sum(self._borrow(team, usage[team]) for team in members)]
         #: Per team, the ends (by index) at which its usage moved, and its usage and nominal usage after each.
         self.steps: dict[str, tuple[list[int], list[int], list[int]]] = {
             team: ([0], [used], [nominal.get(team, 0)]) for team, used in usage.items()}
@@ -626,10 +651,16 @@ class _Replay:
         spare = nominal - usage
         return min(lendable, spare) if spare > 0 else spare
 
+    def _borrow(self, team: str, usage: int) -> int:
+        """What ``team`` borrows at ``usage``."""
+        terms = self.terms.get(team)
+        above = usage - terms[0] if terms is not None else usage
+        return above if above > 0 else 0
+
     def _extend(self, k: int) -> None:
-        pool = self.pool[-1]
+        pool, borrowed = self.pool[-1], self.borrowed[-1]
         current, steps, terms, ends = self.current, self.steps, self.terms, self.ends
-        append = self.pool.append
+        append, append_borrowed = self.pool.append, self.borrowed.append
         for index in range(len(self.pool), min(k, len(ends)) + 1):
             _, team, units, nominal_units = ends[index - 1]
             if team in terms:
@@ -639,16 +670,19 @@ class _Replay:
                 quota = terms[team]
                 if quota is None:
                     pool += units
+                    borrowed -= units
                 else:
                     nominal, lendable = quota
                     spare0, spare1 = nominal - before, nominal - after
                     pool += ((min(lendable, spare1) if spare1 > 0 else spare1)
                              - (min(lendable, spare0) if spare0 > 0 else spare0))
+                    borrowed += (-spare1 if spare1 < 0 else 0) - (-spare0 if spare0 < 0 else 0)
                 ks, values, nominals = steps[team]
                 ks.append(index)
                 values.append(after)
                 nominals.append(nominals[-1] - nominal_units)
             append(pool)
+            append_borrowed(borrowed)
 
     def _usage(self, team: str, k: int) -> tuple[int, int]:
         """The team's usage and nominal usage after the first ``k`` ends."""
@@ -672,13 +706,14 @@ class _Replay:
                 total, own = changes.active(at, team)
                 others = total - own
             after = base + own + request.units
-            if nominal_base + own + request.units <= quota.nominal:
-                return True             # in as nominal, as ``QuotaLedger.verdict`` counts it (the cycle's own: all)
-            if floor is None:
-                return False
             if quota.borrowing_limit is not None and after - quota.nominal > quota.borrowing_limit:
-                return False
-            return self.pool[k] - self._net(team, base) - others + self._net(team, after) >= floor
+                return False            # the team's whole usage, its borrowed work included, as the verdict counts
+            pool_after = self.pool[k] - self._net(team, base) - others + self._net(team, after)
+            if nominal_base + own + request.units <= quota.nominal:
+                # In as nominal, as ``QuotaLedger.verdict`` counts it (the cycle's own: all), once reclaiming
+                # the other teams' borrowing could cover what the team itself borrows.
+                return pool_after + self.borrowed[k] - self._borrow(team, base) >= 0
+            return floor is not None and pool_after >= floor
 
         if fits(-math.inf):
             return -math.inf

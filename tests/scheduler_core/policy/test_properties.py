@@ -31,6 +31,7 @@ from scheduler_core.model.job import JobKind, TopologyLevel
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.decisions import CycleResult, Reason
 from scheduler_core.policy.preemption import is_scavenger
+from scheduler_core.policy.quota import may_borrow
 from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, RunningJob, Snapshot, TeamState)
 
 from .builders import H, make_cluster, make_job
@@ -112,6 +113,10 @@ def describe(world: World, gaps: list[float]) -> str:
                      f"limit={r.time_limit_s} runtime={world.runtime.get(r.id)} preemptible={r.preemptible} "
                      f"submitted={r.submitted_at}")
     return "\n".join(lines)
+
+
+def pending_request(snap: Snapshot, job_id: str) -> JobRequest:
+    return next(p.request for p in snap.pending if p.request.id == job_id)
 
 
 def held_units(running: Any) -> list[tuple[str, str, int]]:
@@ -262,7 +267,11 @@ def test_a_backfilled_job_never_delays_the_reserved_head_job(case: tuple[World, 
     Slurm, where only the head's start is a promise — a promise against the work queued after it: a job ahead of
     the head that had no plan the first time (its quota estimate changed with the backfill) may take the head's
     time. Victims stay signalled in the second run: forgetting them would ask a job ahead of the head to decide
-    afresh on a cluster the first pass already changed for it."""
+    afresh on a cluster the first pass already changed for it. One known case is named: a head that may not
+    borrow (non-preemptible) and passed quota on the cohort's allowance, waiting for nodes, may be re-planned for
+    its nominal once backfill has taken part of the cohort, because the allowance is judged on the cohort as it
+    is (docs/scheduling.md; planning the head on the allowance mends it and lost 0.2 points of utilisation over
+    40 Tuesday seeds, docs/BENCHMARKS.md, session 32)."""
     world, gaps = case
     note(describe(world, gaps))
     now = 0.0
@@ -283,8 +292,44 @@ def test_a_backfilled_job_never_delays_the_reserved_head_job(case: tuple[World, 
                 ahead = [job for job, start in later.items() if job not in {r.job_id for r in result.reservations}
                          and position.get(job, 0) < position.get(head.job_id, 0)
                          and start <= head.start_at + 1e-6]
-                assert ahead or (moved is not None and moved <= head.start_at + 1e-6), (
+                reasons = {w.job_id: w.reason for w in result.waits}
+                replanned = (not may_borrow(pending_request(snap, head.job_id))
+                             and reasons[head.job_id] not in (Reason.QUOTA_FULL, Reason.COHORT_FULL)
+                             and {w.job_id: w.reason for w in again.waits}.get(head.job_id) is Reason.QUOTA_FULL)
+                assert ahead or replanned or (moved is not None and moved <= head.start_at + 1e-6), (
                     head.job_id, now, head.start_at, moved)
+        world.apply(result)
+        now += gap
+        world.advance(now)
+
+
+@SETTINGS
+@given(worlds(one_team=True))
+def test_the_head_job_starts_by_its_reservation(case: tuple[World, list[float]]) -> None:
+    """Across passes: once a job is the head (the first in cycle order that holds a reservation), it starts no
+    later than that reservation said, in a world where nothing new arrives and jobs end by their limits. One
+    team's queue, so nothing is reordered by shares; a preemption drops every promise made before it (its
+    victims go back to the front of the queue, ahead of the head, and may take its time, as in Slurm). The
+    property the single-pass test above cannot see: a job ahead of the head that the pass left unplanned."""
+    world, gaps = case
+    note(describe(world, gaps))
+    now = 0.0
+    promised: dict[str, float] = {}
+    for gap in gaps + gaps:
+        result = run_cycle(world.snapshot, now)
+        waits = {w.job_id: w for w in result.waits}
+        for job_id, at in list(promised.items()):
+            wait = waits.get(job_id)
+            if wait is None:
+                del promised[job_id]                        # started
+            else:
+                assert now < at + 1e-6 or wait.reason is Reason.PREEMPTING_VICTIMS, (job_id, at, now, wait)
+        if result.preempts:
+            promised.clear()
+        blocked = {w.job_id for w in result.waits if w.reason is not Reason.PREEMPTING_VICTIMS}
+        head = next((r for r in result.reservations if r.job_id in blocked), None)
+        if head is not None:
+            promised[head.job_id] = min(promised.get(head.job_id, head.start_at), head.start_at)
         world.apply(result)
         now += gap
         world.advance(now)

@@ -191,6 +191,24 @@ QUOTA = [
          .run(make_job("s").team("search").pods(2, 8).limit(H), ["b0-n01", "b0-n02"])
          .pending(make_job("small").pods(1, 4).non_preemptible()).build(),
          0.0, [("wait", "small", "QuotaFull", 1, H)]),
+    Case("a job within its team's nominal whose cohort is short only by the team's own borrowed work (q, relabelled "
+         "for an earlier job) waits as a borrower and is reserved for when q ends: no reclaim of other teams can "
+         "make the pool whole (Hypothesis found it told 'now' every pass, unplanned, and a later job's reservation "
+         "broken when it got in)",
+         lambda: make_snapshot(make_cluster().block("b0", 4)).team("fraud", h100=16).team("search", h100=1)
+         .run(make_job("n1").pods(1, 8).non_preemptible(), "b0-n00", started=-1000)
+         .run(make_job("n2").pods(1, 7).non_preemptible(), "b0-n01", started=-1000)
+         .run(make_job("q").pods(1, 2).limit(H), "b0-n02", started=-1000, admitted="borrowed")
+         .pending(make_job("a").pods(1, 1).non_preemptible()).build(),
+         0.0, [("reserve", "a", "b0-n01", H - 1000), ("wait", "a", "CohortFull", 1, H - 1000)]),
+    Case("... and one within nominal whose team is at its borrowing limit is reserved for when its borrowed work "
+         "ends, not from now (the quota clock counted its nominal alone)",
+         lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(2, 3)).team("search", h100=8)
+         .run(make_job("n").pods(1, 1).non_preemptible(), "b0-n00")
+         .run(make_job("b1").pods(1, 2).limit(H), "b0-n00", admitted="borrowed")
+         .run(make_job("b2").pods(1, 2).limit(H), "b0-n00", admitted="borrowed")
+         .pending(make_job("a").pods(1, 1).non_preemptible()).build(),
+         0.0, [("reserve", "a", "b0-n00", H), ("wait", "a", "QuotaFull", 1, H)]),
     Case("a gang that has waited 2 h and could only borrow takes its team's nominal from the team's own newer "
          "preemptible work, which becomes borrowed (the newest first), so a reclaim stops that work, not the gang",
          lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-3 * H)).build(),
