@@ -6,8 +6,8 @@
   first tier is an age term, as in Slurm's multifactor priority: without it a waiting job's reservation is no
   promise against another team's newer work, which a lower share orders ahead of it, pass after pass. A team's
   band is its next job's, except that a team whose next job must borrow but which has work of the same priority
-  behind it that fits its unused nominal quota is ordered with the nominal work (its queue keeps its own order). Shares are recomputed as the cycle admits work, so one team's
-  burst does not take every free unit of the cycle.
+  behind it that fits its unused nominal quota is ordered with the nominal work (its queue keeps its own order).
+  Shares are recomputed as the cycle admits work, so one team's burst does not take every free unit of the cycle.
 * **Within a team**: priority class, then a preempted job back at the front, then — for short, small work —
   attained service (GPU·s already used) in a few discrete levels (Tiresias), then age. Work that has waited
   longer than ``starvation_after_s`` is promoted to the first level, so nothing starves.
@@ -63,7 +63,7 @@ def team_queues(pending: Sequence[PendingJob], now: float, config: PolicyConfig)
 
 class TeamOrder:
     """Merges the team queues: always the head of the team with the highest band, then of a team whose head has
-    waited long (``starving``; None: no such tier), then lowest share.
+    waited long (``starving``), then lowest share.
 
     A team whose head must borrow but that has nominal-fitting work of the same priority behind it goes in the
     guaranteed band. Ordered by the head alone, that nominal work would come after other teams' borrowers,
@@ -75,7 +75,7 @@ class TeamOrder:
     """
 
     def __init__(self, queues: Mapping[str, list[PendingJob]], band: Callable[[PendingJob], Band],
-                 share: Callable[[str], float], starving: Callable[[PendingJob], bool] | None = None) -> None:
+                 share: Callable[[str], float], starving: Callable[[PendingJob], bool]) -> None:
         self._queues = queues
         self._band = band
         self._share = share
@@ -107,8 +107,7 @@ class TeamOrder:
                     break
                 scan += 1
             self._scan[team] = scan
-        starving = self._starving is not None and self._starving(job)
-        return (-int(band), 0 if starving else 1, self._share(team), team)
+        return (-int(band), 0 if self._starving(job) else 1, self._share(team), team)
 
     def __iter__(self) -> Iterator[PendingJob]:
         heap = self._heap
