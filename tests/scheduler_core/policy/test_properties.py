@@ -124,6 +124,18 @@ def held_units(running: Any) -> list[tuple[str, str, int]]:
             for unit in pod.units]
 
 
+def whole_in_blocks(snap: Snapshot, flavour: str, units_per_pod: int, pods: int, blocks: int) -> bool:
+    """Whether ``blocks`` blocks whose every node is schedulable and runs nothing hold ``pods`` pods now."""
+    busy = {pod.node for r in snap.running for pod in r.placement.pods}
+    idle: dict[str, bool] = {}
+    holds: dict[str, int] = {}
+    for node in snap.nodes:
+        if node.capacity.get(flavour, 0):
+            idle[node.block] = idle.get(node.block, True) and node.schedulable and node.name not in busy
+            holds[node.block] = holds.get(node.block, 0) + node.capacity[flavour] // units_per_pod
+    return sum(sorted((holds[b] for b in idle if idle[b]), reverse=True)[:blocks]) >= pods
+
+
 def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     """The invariants one cycle's result must satisfy against the snapshot it came from."""
     nodes = {n.name: n for n in snap.nodes}
@@ -153,8 +165,9 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             if request.pods == 1 and pending[a.job_id].restart_block is None:
                 assert not node.spare
     # Topology: a required gang in one domain of its level; a preferred gang as large as a block or larger
-    # within the fewest blocks it could ever need (one more for a gang broken by a failure) until its window
-    # has passed.
+    # within the fewest blocks it could ever need until its window has passed: one more for a gang broken by a
+    # failure, and one more while the compact shape is out of reach (docs/scheduling.md), which it never is
+    # when that many blocks are whole, ready and idle.
     for a in result.admits:
         request = pending[a.job_id].request
         if request.pods == 1 or request.topology_level is None:
@@ -171,8 +184,11 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
         largest = max(per_block.values())
         job = pending[a.job_id]
         if request.pods >= largest and result.now - job.block_cap_since(result.now) < snap.config.topology_cap_wait_s:
+            fewest = -(-request.pods // largest)
             spare_block = 1 if job.restart_block is not None else 0
-            assert len(blocks) <= -(-request.pods // largest) + spare_block, (a, request)
+            out_of_reach = 0 if whole_in_blocks(snap, a.placement.flavour, request.units_per_pod, request.pods,
+                                                fewest) else 1
+            assert len(blocks) <= fewest + spare_block + out_of_reach, (a, request)
     # No unit held twice, counting what runs (leaving or not) and what was just admitted.
     units = held_units(snap.running) + held_units(
         RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)
