@@ -56,6 +56,7 @@ class _WholeNodes:
         self.block: dict[int, list[tuple[float, int]]] = {b: [] for b in pool.blocks}
         self.spare: dict[int, list[tuple[float, int]]] = {b: [] for b in pool.blocks}
         self.leaf: dict[int, list[tuple[float, int]]] = {k: [] for k in pool.leaves}
+        self.leaf_spare: dict[int, list[tuple[float, int]]] = {k: [] for k in pool.leaves}
         self.all: list[tuple[float, int]] = []
         self.all_spare: list[tuple[float, int]] = []
         usable, spare, block, leaf = pool.usable, pool.spare, pool.block, pool.leaf
@@ -65,12 +66,13 @@ class _WholeNodes:
             entry = (t, j)
             if spare[j]:
                 self.spare[block[j]].append(entry)
+                self.leaf_spare[leaf[j]].append(entry)
                 self.all_spare.append(entry)
             else:
                 self.block[block[j]].append(entry)
                 self.leaf[leaf[j]].append(entry)
                 self.all.append(entry)
-        for group in (self.block, self.spare, self.leaf):
+        for group in (self.block, self.spare, self.leaf, self.leaf_spare):
             for lst in group.values():
                 lst.sort()
         self.all.sort()
@@ -91,6 +93,11 @@ class _WholeNodes:
             hit = self._merged[b] = sorted(self.block[b] + spare)
         return hit
 
+    def leaf_with_spares(self, k: int) -> list[tuple[float, int]]:
+        """Leaf ``k``'s nodes and its spares, sorted (read only; a leaf is a few nodes, so not kept)."""
+        spare = self.leaf_spare[k]
+        return sorted(self.leaf[k] + spare) if spare else self.leaf[k]
+
     def block_times(self, b: int, spares: bool) -> list[float]:
         """The times of ``with_spares(b)`` (``spares``) or of ``block[b]``, in order (read only)."""
         key = (b, spares)
@@ -110,7 +117,7 @@ class _WholeNodes:
         if not pool.usable[j]:
             return []
         if pool.spare[j]:
-            return [self.spare[pool.block[j]], self.all_spare]
+            return [self.spare[pool.block[j]], self.leaf_spare[pool.leaf[j]], self.all_spare]
         return [self.block[pool.block[j]], self.leaf[pool.leaf[j]], self.all]
 
     def update(self, j: int, t: float) -> None:
@@ -353,15 +360,16 @@ class Timeline:
             if spares and not pool.has_spare:
                 break
             best: tuple[float, int, int, list[tuple[float, int]]] | None = None
-            if domain_level is TopologyLevel.BLOCK:
+            by_block = domain_level is TopologyLevel.BLOCK
+            if by_block:
                 domains = [(k, whole.block[k], whole.spare[k]) for k in sorted(whole.block)]
             else:
-                domains = [(k, whole.leaf[k], []) for k in sorted(whole.leaf)]
+                domains = [(k, whole.leaf[k], whole.leaf_spare[k]) for k in sorted(whole.leaf)]
             for key, lst, spare in domains:
                 if spares and spare:
                     if len(lst) + len(spare) < pods:
                         continue
-                    lst = whole.with_spares(key)
+                    lst = whole.with_spares(key) if by_block else whole.leaf_with_spares(key)
                 elif len(lst) < pods:
                     continue
                 start = max(lst[pods - 1][0], floor)

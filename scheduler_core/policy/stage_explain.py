@@ -8,6 +8,8 @@ notebooks are idle: then on the likely one (:class:`Guess`)."""
 
 from __future__ import annotations
 
+import itertools
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -264,12 +266,16 @@ class Explainer:
         return ReclaimEstimate(max(last, self.now), note)
 
     def _borrowers(self, cohort: str, flavour: str, likely: bool) -> list[_Borrower]:
-        """The cohort's borrowers on ``flavour`` not yet leaving, soonest reclaimable first."""
+        """The cohort's borrowers on ``flavour`` not yet leaving, soonest reclaimable first: those that ran
+        before this pass (relabelled borrowed by it included) and those it started (a borrower admitted a
+        moment ago holds its units as long as one admitted an hour ago; without it a lender's job waiting in
+        the same pass was told it starts now)."""
         work, now = self.work, self.now
         ready: list[_Borrower] = []
-        for job in work.running:
+        for job in itertools.chain(work.running, work.admitted):
             other = work.snapshot.teams.get(job.request.team)
-            if (job.placement.flavour != flavour or job.admitted_as is not AdmittedAs.BORROWED
+            borrowed = job.admitted_as is AdmittedAs.BORROWED or job.request.id in work.relabelled
+            if (job.placement.flavour != flavour or not borrowed
                     or job.request.id in work.leaving or other is None or other.cohort != cohort):
                 continue
             end = expected_end(job, now, work.snapshot.runtimes) if likely else job_end(job, now)

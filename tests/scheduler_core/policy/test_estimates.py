@@ -101,6 +101,16 @@ def borrowed_beside_the_nominal() -> Snapshot:
             .pending(make_job("wait").pods(1, 8).non_preemptible().submitted(NOW - MIN)).build())
 
 
+def borrowed_this_pass() -> Snapshot:
+    """``fraud`` (no nominal) has a critical, non-preemptible 4-GPU job (2 h limit) that borrows half of
+    ``vision``'s 8 this pass (the cohort keeps half its nominal free); ``vision``'s 8-GPU job then waits for
+    its lent-out nominal, which comes back only when that job ends."""
+    return (make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(0, 8)).team("vision", h100=8)
+            .pending(make_job("crit").team("fraud").pods(1, 4).priority("critical").non_preemptible()
+                     .limit(2 * H).submitted(NOW - MIN))
+            .pending(make_job("wait").team("vision").pods(1, 8).submitted(NOW - MIN)).build())
+
+
 @dataclass(frozen=True)
 class Case:
     snapshot: Callable[[], Snapshot]
@@ -157,6 +167,9 @@ CASES = {
     # stays borrowed when the nominal job ends (1 h), so the nominal is free then; reserved from then too.
     "a team's borrowed work does not hold its nominal": Case(borrowed_beside_the_nominal, NOW + H,
                                                             reason="QuotaFull"),
+    # A borrower admitted in the same pass counts like one that ran before it: never "now".
+    "a borrower admitted this pass holds the nominal it borrowed until it ends": Case(
+        borrowed_this_pass, NOW + 2 * H, note="reclaimed", reason="WaitingForCapacity"),
     "a borrower past its minimum run time is reclaimed at once": Case(
         lambda: borrowers_inside_min_run_time(1, NOW - H), None, reason="PreemptingVictims"),
 }

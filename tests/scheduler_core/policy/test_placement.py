@@ -174,6 +174,11 @@ CASES = [
          lambda: make_snapshot(make_cluster().block("b0", 4, spares=1)).team("fraud", h100=32)
          .pending(make_job("g").pods(4, 8).required("block")).build(),
          0.0, [("admit", "g", "nominal", " ".join(f"{n}:0-7" for n in nodes_of("b0", 4)))]),
+    Case("... and is reserved on the spare when it cannot fit otherwise: a whole leaf (the plan places as admission does)",
+         lambda: make_snapshot(make_cluster().block("b0", 2, spares=1)).team("fraud", h100=16).team("search", h100=8)
+         .run(make_job("x").team("search").pods(1, 8), "b0-n00", started=-1000)
+         .pending(make_job("g").pods(2, 8).required("leaf")).build(),
+         0.0, [("reserve", "g", "b0-n00 b0-n01", 4 * H - 1000), ("wait", "g", "WaitingForCapacity", 1, 4 * H - 1000)]),
     Case("a gang restarted after a failure takes its block's spare first",
          lambda: make_snapshot(make_cluster().block("b0", 4, spares=1).block("b1", 4, spares=1))
          .team("fraud", h100=64)
