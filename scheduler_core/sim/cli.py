@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from .against import AgainstError, against_markdown, compare, load_before
 from .compare import comparison_markdown, write_comparison
 from .decision_log import DecisionLog
 from .engine import POLICIES, SimConfig, resolve_policy, simulate
@@ -65,13 +66,16 @@ from .workloads.scaling import describe_cluster
 @click.option("--decision-log", "decision_log", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write every decision of every pass to this file, a line each (one seed, one policy): compare "
                    "two runs' files to show a change decides the same.")
+@click.option("--against", "against", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="With --seeds: also compare with an earlier run's --json output (FILE): per policy, each "
+                   "headline figure's mean before and after, and the seeds it made better, worse or left equal.")
 @click.option("--tick", "tick_s", type=float, default=10.0, show_default=True,
               help="Scheduler tick in virtual seconds: the controller steps at most once per tick (the live loop's "
                    "is 10 s; a longer one replays long traces faster, adding up to a tick to each wait).")
 def command(workload: str, days: int | None, cluster: str, teams: str | None, policy: str, seed: int | None, seeds_text: str | None,
             jobs: int | None, load: float | None, as_json: bool, report_dir: str | None, skip_bad_rows: bool, no_failures: bool,
             gpu_hours_per_failure: float, repair_hours: float, horizon_days: float, explain_waste: bool,
-            tick_s: float, decision_log: str | None) -> None:
+            tick_s: float, decision_log: str | None, against: str | None) -> None:
     """Replay a workload through a policy in virtual time, on the real controller, and measure it."""
     if gpu_hours_per_failure <= 0 or repair_hours < 0 or horizon_days <= 0 or not 1 <= tick_s <= 3600:
         raise click.UsageError("--gpu-hours-per-failure and --horizon-days must be positive, --repair-hours not "
@@ -89,10 +93,11 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
             seeds = parse_seeds(seeds_text)
         except SeedsError as exc:
             raise click.UsageError(str(exc)) from None
-        _many_seeds(args, config, seeds, POLICIES if policy == "all" else (policy,), jobs, as_json, report_dir)
+        _many_seeds(args, config, seeds, POLICIES if policy == "all" else (policy,), jobs, as_json, report_dir,
+                    against)
         return
-    if jobs is not None:
-        raise click.UsageError("--jobs runs many seeds at once: give them with --seeds")
+    if jobs is not None or against is not None:
+        raise click.UsageError("--jobs and --against are for many seeds: give them with --seeds")
     if decision_log is not None and policy == "all":
         raise click.UsageError("--decision-log records one policy: pick it with --policy")
     loaded, warnings = load_workload(args, config.seed)
@@ -135,20 +140,30 @@ def command(workload: str, days: int | None, cluster: str, teams: str | None, po
 
 
 def _many_seeds(args: WorkloadArgs, config: SimConfig, seeds: tuple[int, ...], policies: tuple[str, ...],
-                jobs: int | None, as_json: bool, report_dir: str | None) -> None:
-    """``--seeds``: build the first workload here (a bad file fails once, its skipped rows are told once), then
-    every (seed, policy) pair in worker processes."""
-    _, warnings = load_workload(args, seeds[0])
+                jobs: int | None, as_json: bool, report_dir: str | None, against: str | None) -> None:
+    """``--seeds``: build the first workload here (a bad file fails once, its skipped rows are told once; so
+    does a bad ``--against`` file), then every (seed, policy) pair in worker processes."""
+    first, warnings = load_workload(args, seeds[0])
+    try:
+        before = None if against is None else load_before(against, first.name)
+    except AgainstError as exc:
+        raise click.UsageError(str(exc)) from None
     for warning in warnings:
         click.echo(f"shoal sim: {warning}", err=True)
     rows = run_all(args, config, seeds, policies, jobs=jobs, progress=True)
+    compared = None if before is None else compare(before, rows, Path(against or "").name)
     if report_dir is not None:
         path = write_seeds_report(rows, seeds, report_dir)
         if not as_json:
             click.echo(f"report: {path}", err=True)
     if as_json:
-        click.echo(json.dumps(seeds_document(rows, seeds)))
+        document = seeds_document(rows, seeds)
+        if compared is not None:
+            document["against"] = compared.as_json()
+        click.echo(json.dumps(document))
         return
     click.echo(cluster_line(rows[0].get("cluster")))
     click.echo("\n## Per seed\n\n" + per_seed_markdown(rows))
     click.echo("\n## Across seeds\n\n" + aggregate_markdown(rows))
+    if compared is not None:
+        click.echo("\n" + against_markdown(compared))

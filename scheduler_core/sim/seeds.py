@@ -258,7 +258,8 @@ def seeds_document(rows: Sequence[dict[str, Any]], seeds: Sequence[int]) -> dict
     }
 
 
-def _shown(value: float | None) -> str:
+def shown(value: float | None) -> str:
+    """A figure as the tables print it (4 significant digits; thousands separated when large)."""
     if value is None:
         return "null"
     return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
@@ -272,7 +273,7 @@ def per_seed_markdown(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         values = figures(row)
         lines.append(f"| {row['seed']} | `{row['policy']}` | "
-                     + " | ".join(_shown(values.get(name)) for name in columns) + " |")
+                     + " | ".join(shown(values.get(name)) for name in columns) + " |")
     return "\n".join(lines)
 
 
@@ -291,7 +292,7 @@ def aggregate_markdown(rows: Sequence[dict[str, Any]]) -> str:
                 cells.append("null")
                 continue
             worst = "" if s.worst_seed is None else f"; worst s{s.worst_seed}"
-            cells.append(f"{_shown(s.mean)} ({_shown(s.min)}–{_shown(s.max)}{worst})")
+            cells.append(f"{shown(s.mean)} ({shown(s.min)}–{shown(s.max)}{worst})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
