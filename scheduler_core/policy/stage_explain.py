@@ -9,7 +9,6 @@ notebooks are idle: then on the likely one (:class:`Guess`)."""
 from __future__ import annotations
 
 import itertools
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 

@@ -40,14 +40,13 @@ class Moved:
     better: int
     worse: int
     equal: int
-    worst_before: tuple[int, float] | None
-    worst_after: tuple[int, float] | None
+    worst_before: tuple[int, float]
+    worst_after: tuple[int, float]
 
     def as_json(self) -> dict[str, Any]:
         return {"before": round(self.before, 4), "after": round(self.after, 4), "better": self.better,
                 "worse": self.worse, "equal": self.equal,
-                "worst_before": None if self.worst_before is None else list(self.worst_before),
-                "worst_after": None if self.worst_after is None else list(self.worst_after)}
+                "worst_before": list(self.worst_before), "worst_after": list(self.worst_after)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,5 +149,5 @@ def against_markdown(result: Against) -> str:
     return "\n".join(lines)
 
 
-def _worst(point: tuple[int, float] | None) -> str:
-    return "" if point is None else f"{shown(point[1])} (s{point[0]})"
+def _worst(point: tuple[int, float]) -> str:
+    return f"{shown(point[1])} (s{point[0]})"
