@@ -4,8 +4,10 @@ A policy change is judged on the mean over seeds and on how many seeds it makes 
 seed (DESIGN §7): ``shoal sim --seeds 0-19 --json > before.json`` on the old tree, then ``shoal sim --seeds 0-19
 --against before.json`` on the new prints, per policy, each headline figure's mean before and after over the
 (seed, policy) pairs both runs have, how many of those seeds it made better, worse or left equal, and the worst
-seed each time. Which way is better is ``seeds.higher_is_better``'s. Nothing here runs a replay: it reads what
-``seeds_document`` wrote and the rows of the run just made.
+seed each time. Which way is better is ``seeds.higher_is_better``'s. With each count goes a two-sided sign test:
+the chance of a split at least that lopsided if the change moved each seed's figure either way with even odds
+(ties left out), so "12 better, 8 worse" (p 0.50) is not mistaken for a result and "16 / 4" (p 0.012) is not
+dismissed. Nothing here runs a replay: it reads what ``seeds_document`` wrote and the rows of the run just made.
 """
 
 from __future__ import annotations
@@ -43,9 +45,14 @@ class Moved:
     worst_before: tuple[int, float]
     worst_after: tuple[int, float]
 
+    @property
+    def sign_p(self) -> float:
+        """Two-sided sign test of better against worse (ties left out): 1.0 when nothing moved."""
+        return sign_test(self.better, self.worse)
+
     def as_json(self) -> dict[str, Any]:
         return {"before": round(self.before, 4), "after": round(self.after, 4), "better": self.better,
-                "worse": self.worse, "equal": self.equal,
+                "worse": self.worse, "equal": self.equal, "sign_p": round(self.sign_p, 4),
                 "worst_before": list(self.worst_before), "worst_after": list(self.worst_after)}
 
 
@@ -104,6 +111,14 @@ def compare(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]], n
     return Against(name, len(common), moved, unmatched)
 
 
+def sign_test(better: int, worse: int) -> float:
+    """P(a split at least as uneven as ``better``/``worse``) when each seed goes either way with even odds."""
+    n, k = better + worse, min(better, worse)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
+
+
 def _only(side: str, pairs: list[tuple[int, str]]) -> list[str]:
     """``seeds 2-39, 41 `shoal` (only before)``: one entry per policy, its seeds as ranges."""
     out = []
@@ -142,10 +157,10 @@ def against_markdown(result: Against) -> str:
         lines.append("\nNot compared: " + ", ".join(result.unmatched))
     for policy, moved in result.moved.items():
         lines += [f"\n### `{policy}`\n", "| figure | before (mean) | after (mean) | better / worse / equal seeds "
-                  "| worst seed before → after |", "|---|---:|---:|---|---|"]
+                  "| sign test p | worst seed before → after |", "|---|---:|---:|---|---:|---|"]
         for m in moved:
             lines.append(f"| {m.figure} | {shown(m.before)} | {shown(m.after)} | {m.better} / {m.worse} / "
-                         f"{m.equal} | {_worst(m.worst_before)} → {_worst(m.worst_after)} |")
+                         f"{m.equal} | {m.sign_p:.2g} | {_worst(m.worst_before)} → {_worst(m.worst_after)} |")
     return "\n".join(lines)
 
 

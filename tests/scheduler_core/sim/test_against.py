@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler_core.cli.main import main
-from scheduler_core.sim.against import AgainstError, against_markdown, compare, load_before
+from scheduler_core.sim.against import AgainstError, against_markdown, compare, load_before, sign_test
 
 from . import tiny
 from .test_cli import trace
@@ -36,7 +36,22 @@ def test_each_figure_moves_the_way_its_name_says_is_better() -> None:
     assert (idle.worst_before, idle.worst_after) == ((1, 300.0), (1, 200.0))
     assert result.pairs == 3 and result.unmatched == []
     table = against_markdown(result)
-    assert "| utilization_while_waiting | 0.8833 | 0.8767 | 1 / 1 / 1 | 0.8 (s1) → 0.8 (s1) |" in table
+    assert "| utilization_while_waiting | 0.8833 | 0.8767 | 1 / 1 / 1 | 1 | 0.8 (s1) → 0.8 (s1) |" in table
+
+
+@pytest.mark.parametrize("better, worse, p", [
+    (0, 0, 1.0),            # nothing moved
+    (1, 1, 1.0),
+    (12, 8, 0.5034),        # a lean that even odds give half the time: not a result
+    (15, 5, 0.0414),
+    (16, 4, 0.011818),
+    (5, 15, 0.0414),        # two-sided: the same either way
+    (20, 0, 1.9073e-06),
+    (3, 0, 0.25),           # three seeds can never show it
+])
+def test_the_sign_test_says_how_often_even_odds_split_the_seeds_that_unevenly(better: int, worse: int,
+                                                                               p: float) -> None:
+    assert sign_test(better, worse) == pytest.approx(p, rel=1e-3)
 
 
 def test_only_the_pairs_both_runs_have_are_compared_and_the_rest_are_named() -> None:
@@ -90,7 +105,7 @@ def test_a_run_against_itself_moves_nothing_end_to_end(tmp_path: Path, capsys: p
     against = json.loads(capsys.readouterr().out)["against"]
     assert against["pairs"] == 2 and against["unmatched"] == ["seed 2 `fifo` (only after)"]
     moved = against["policies"]["fifo"]
-    assert moved["utilization_while_waiting"]["equal"] == 2
+    assert moved["utilization_while_waiting"]["equal"] == 2 and moved["utilization_while_waiting"]["sign_p"] == 1
     assert all(m["better"] == m["worse"] == 0 for name, m in moved.items() if name != "wall_s")
     assert main([*base, "--seeds", "0-1", "--against", str(before)]) == 0
     assert "## Against before.json (2 (seed, policy) pairs both runs have)" in capsys.readouterr().out
