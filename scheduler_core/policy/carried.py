@@ -195,10 +195,16 @@ class CarriedIndex:
             until = job.limit_end
         flavour = job.placement.flavour
         low, high, changed = self._low[flavour], self._high[flavour], self._open[flavour]
-        for _, j, _, units in self._cap.pod_bits(job.placement):
+        for _, j, bits, units in self._cap.pod_bits(job.placement):
+            size = len(rows[j])
+            if bits == (1 << size) - 1:          # the whole node
+                rows[j] = [until] * size
+                low[j] = high[j] = until
+                changed.add(j)
+                continue
             row = rows[j] = rows[j][:]           # a new row: the last pass's timeline may share the old one
             for unit in units:
-                if unit < len(row):
+                if unit < size:
                     row[unit] = until
             low[j], high[j] = min(row), max(row)
             changed.add(j)

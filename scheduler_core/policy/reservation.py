@@ -45,6 +45,10 @@ def job_end(job: RunningJob, now: float) -> float:
     return max(end, now)
 
 
+#: Bookings that touch more nodes than this drop the flavour's ``_WholeNodes`` instead of updating it node by node.
+_REBUILD_AFTER = 16
+
+
 class _WholeNodes:
     """For a flavour whose nodes all have the same number of units: each node's "wholly free" time, kept
     sorted per block, per leaf and over the cluster, so a whole-node gang asks "when are the k-th earliest
@@ -166,9 +170,12 @@ class Timeline:
             if times is None:
                 continue
             until = job_end(job, now) if end_of is None else end_of(job)
-            for _, j, _, units in cap.pod_bits(placement):
+            for _, j, bits, units in cap.pod_bits(placement):
                 row = times[j]
                 size = len(row)
+                if bits == (1 << size) - 1:      # the whole node (every pod of most gangs): a new row at once
+                    times[j] = [until] * size
+                    continue
                 for unit in units:
                     if unit < size:
                         row[unit] = until
@@ -241,6 +248,10 @@ class Timeline:
                 if first is None or start < first:
                     booked[unit] = start
             touched.add(j)
+        if len(touched) > _REBUILD_AFTER:
+            # A big gang: sorting the flavour's whole-node index again when next asked costs less than moving
+            # each of its nodes in it (it is derived from ``times`` alone, so both give the same index).
+            self._whole.pop(slot.flavour, None)
         for j in touched:
             self._touch(slot.flavour, j)
 
@@ -304,6 +315,8 @@ class Timeline:
         """The ``count`` units of node ``j`` a booking from ``start`` takes: among those free by then, the
         ones that free last (best fit in time), so units free sooner stay for jobs that can use them sooner."""
         row = self.times[pool.flavour][j]
+        if count >= len(row):
+            return tuple(range(len(row)))   # the whole node (most gang pods): nothing to choose
         ready = sorted((u for u in range(len(row)) if row[u] <= start), key=lambda u: (-row[u], u))
         if len(ready) < count:
             ready += sorted((u for u in range(len(row)) if row[u] > start), key=lambda u: (row[u], u))

@@ -21,7 +21,7 @@ from scheduler_core.policy.carried import CarriedIndex
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.fairshare import cluster_capacity
 from scheduler_core.policy.quota import QuotaClock, QuotaEnds, QuotaLedger
-from scheduler_core.policy.reservation import Timeline
+from scheduler_core.policy.reservation import Timeline, _WholeNodes
 from scheduler_core.policy.snapshot import AdmittedAs, PendingJob, Snapshot
 
 from .builders import H, make_cluster, make_job
@@ -120,3 +120,27 @@ def test_a_pass_with_nothing_changed_rebuilds_nothing() -> None:
     index.working(snap.nodes, snap.teams, snap.running, 0.0)
     index.working(snap.nodes, snap.teams, snap.running, 10.0)
     assert (index.rebuilds, index.updates) == (1, 0)
+
+
+def _whole_state(whole: Any) -> tuple[object, ...]:
+    return (whole.cur, whole.block, whole.spare, whole.leaf, whole.leaf_spare, whole.all, whole.all_spare)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(1, 40), st.sampled_from([0.0, 0.5 * H, 3 * H]),
+                          st.sampled_from([0.5 * H, 2 * H, 8 * H])), min_size=1, max_size=12))
+def test_the_whole_node_index_equals_a_rebuild_after_every_booking(bookings: list[tuple[int, float, float]]) -> None:
+    """``Timeline.book`` keeps the flavour's whole-node index (``_WholeNodes``) node by node for a small gang and
+    drops it for a big one (rebuilt when next asked): either way it is what the unit times alone give."""
+    nodes = make_cluster().blocks("b", 3, 20, per_leaf=4, spares=1).build()
+    cap = Capacity(nodes, ())
+    timeline = Timeline(cap, (), 0.0)
+    pool = cap.pools["h100"]
+    for k, (pods, not_before, duration) in enumerate(bookings):
+        request = make_job(f"g{k}").flavour("h100").pods(pods, 8).build()
+        slot = timeline.earliest(request, "h100", not_before=not_before, widen_at=0.0, block_cap=None)
+        if slot is None:
+            continue
+        timeline.book(slot, duration)
+        rebuilt = _WholeNodes(pool, [max(row) for row in timeline.times["h100"]])
+        assert _whole_state(timeline._whole_nodes(pool)) == _whole_state(rebuilt)
