@@ -151,7 +151,7 @@ def _many_seeds(args: WorkloadArgs, config: SimConfig, seeds: tuple[int, ...], p
     for warning in warnings:
         click.echo(f"shoal sim: {warning}", err=True)
     rows = run_all(args, config, seeds, policies, jobs=jobs, progress=True)
-    compared = None if before is None else compare(before, rows, Path(against or "").name)
+    compared = None if before is None or against is None else compare(before, rows, Path(against).name)
     if report_dir is not None:
         path = write_seeds_report(rows, seeds, report_dir)
         if not as_json:
