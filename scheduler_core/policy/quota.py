@@ -320,10 +320,9 @@ class QuotaLedger:
                            f"before this one would end")
         borrowed = after - quota.nominal
         if pool_after < 0:
-            room = max(0, pool - offer0 + borrow0)
-            return Verdict(None, Reason.COHORT_FULL,
-                           f"would borrow {borrowed} {flavour} in all; cohort {state.cohort!r} can lend {room} "
-                           f"now")
+            return Verdict(None, Reason.COHORT_FULL, cohort_full_message(
+                state.cohort, flavour, borrowed, max(0, pool - offer0 + borrow0),
+                -self.pool.get((state.cohort, flavour), 0)))
         return Verdict(AdmittedAs.BORROWED)
 
     def _held_by_own_borrowing(self, request: JobRequest, flavour: str, deficit: int, usage: int, nominal_usage: int,
@@ -361,6 +360,15 @@ class QuotaLedger:
             message += (f"; or borrows while cohort {cohort!r} keeps {floor} of its {cohort_nominal} {flavour} "
                         f"free to lend")
         return Verdict(None, Reason.QUOTA_FULL, message, unreclaimable=unreclaimable)
+
+
+def cohort_full_message(cohort: str, flavour: str, borrowed: int, room: int, owed: int) -> str:
+    """Why a borrower waits for its cohort; ``owed``: how far the cohort's pool is below zero (its lenders took
+    their nominal back onto free units, and its borrowers give it back as their jobs end)."""
+    message = f"would borrow {borrowed} {flavour} in all; cohort {cohort!r} can lend {room} now"
+    if owed > 0:
+        message += f" (its borrowers hold {owed} more than its lenders spare: it lends again as their jobs end)"
+    return message
 
 
 def quota_full_message(team: str, flavour: str, usage: int, nominal: int, borrowing_limit: int,

@@ -294,7 +294,8 @@ class Nominator:
     def placement(self, pending: PendingJob, options: list[QuotaOption], ctx: PlaceContext, small: bool,
                   inflight: bool) -> PlacementNomination:
         """The first flavour the job fits now without preemption, else why it fits none (misses cached per
-        shape). A flavour it may use only by relabelling is only worth it if the job starts now."""
+        shape). A flavour it may use only by relabelling is only worth it if the job starts now; one whose quota
+        is lent out, only on free units (:meth:`_lent_out_fit`)."""
         request = pending.request
         cap = self.work.cap
         misses: list[FlavourMiss] = []
@@ -306,7 +307,11 @@ class Nominator:
                     return PlacementNomination(PlacedFit(option, placement, AdmittedAs.NOMINAL), [])
                 continue
             if verdict.reclaim and not inflight:
-                misses.append(FlavourMiss(index, option.flavour, pool, verdict, _lent_out(option.flavour)))
+                fit = self._lent_out_fit(pending, option, ctx, small)
+                if fit is not None:
+                    return PlacementNomination(fit, [])
+                misses.append(FlavourMiss(index, option.flavour, pool, verdict,
+                                          self._lent_out_miss(pending, pool, ctx, small)))
                 continue
             known_miss = self._known_miss(pending, pool, ctx)
             if known_miss is not None:
@@ -318,6 +323,29 @@ class Nominator:
                 return PlacementNomination(PlacedFit(option, placement, verdict.admitted_as), [])
             misses.append(FlavourMiss(index, option.flavour, pool, verdict, self._miss(pending, pool, ctx, small)))
         return PlacementNomination(None, misses)
+
+    def _lent_out_fit(self, pending: PendingJob, option: QuotaOption, ctx: PlaceContext,
+                      small: bool) -> PlacedFit | None:
+        """Where a nominal job whose quota is lent out (``Verdict.reclaim``) starts now on free units, stopping
+        nobody; ``None``: it needs units borrowers hold, and reclaims them (``Strategy.NOW``).
+
+        The cohort's borrowers then give the quota back by ending, and the cohort lends nothing until they have
+        (its pool is below zero, so ``QuotaLedger.verdict`` refuses every borrower), as YARN's preemption counts
+        on containers ending by themselves before it kills any. Stopping a borrower for quota alone freed units
+        the lender did not need, which then idled: on the Tuesday the 1,024-GPU gang, stopped for a 1-GPU trial,
+        spent an hour reassembling (docs/BENCHMARKS.md, session 35)."""
+        placement = place(self.work.cap, option.pool, pending.request, ctx, small)
+        return None if placement is None else PlacedFit(option, placement, AdmittedAs.NOMINAL)
+
+    def _lent_out_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
+        """Why a job whose quota is lent out does not start now: it reclaims (the preempt stage looks for
+        borrowers to stop, whose units it then takes), and if it finds none, it waits for them — or, where free
+        units are there but a reservation or a job waiting for its victims holds them, behind that job, as its
+        reason says (the liveness property found it told only that no borrower could be stopped)."""
+        held = self._miss(pending, pool, ctx, small)
+        if held.fit is Fit.DEFERRED:
+            return replace(held, fit=Fit.NO_FIT)
+        return _lent_out(pool.flavour)
 
     def _known_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext) -> Miss | None:
         """The cached miss of an identical shape, when it still holds (see :meth:`_miss`)."""
@@ -354,9 +382,9 @@ class Nominator:
 def _lent_out(flavour: str) -> Miss:
     """The miss of a job that fits its team's nominal quota only once borrowers it cannot stop yet give it back."""
     return Miss(Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
-                f"fits the team's nominal {flavour} quota, which is lent out; no borrower can be stopped for it "
-                f"yet (all inside their minimum run time, far larger than this job, or notebooks, which "
-                f"give their slices back when they end or go idle)")
+                f"fits the team's nominal {flavour} quota, which is lent out, but not the free units; no borrower "
+                f"can be stopped for it yet (all inside their minimum run time, far larger than this job, or "
+                f"notebooks, which give their slices back when they end or go idle)")
 
 
 def _better(best: RefusalReason | None, index: int, reason: Reason, message: str) -> RefusalReason:

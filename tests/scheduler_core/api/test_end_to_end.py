@@ -125,18 +125,19 @@ def test_gangs_reclaim_failure_time_limit_and_usage(up: Up) -> None:
     # A job past its time limit is stopped (preemptible: SIGTERM, it saves, and it ends as TIMED_OUT).
     short = lender.submit(spec("short", "lender", 1, 4, trainer(100_000), flavour="a100", time_limit="1m")).job_id
 
-    # hog runs on borrowed quota and checkpoints as it goes.
-    hog = borrower.submit(spec("hog", "borrower", 2, 4, trainer(60))).job_id
+    # hog runs on borrowed quota, on every node but the hot spare, and checkpoints as it goes.
+    hog = borrower.submit(spec("hog", "borrower", 3, 4, trainer(60))).job_id
     running = up.eventually(lambda: (v := job(borrower, hog)).state == "RUNNING" and v, "hog to run")
     assert running.admitted_as == "borrowed"
     up.eventually(lambda: job(borrower, hog).last_checkpoint, "hog's first checkpoint")
 
-    # gang cannot start: one node free, and a gang is all or nothing.
+    # gang cannot start: its team is at its borrowing limit (and no node is free but the spare).
     gang = borrower.submit(spec("gang", "borrower", 2, 4, trainer(10, save_every=0))).job_id
     waiting = up.eventually(lambda: (v := job(borrower, gang)).reason and v, "gang to be given a reason")
     assert waiting.state == "PENDING" and not up.pods_started(gang)
 
-    # owner reclaims lender's nominal quota: hog is preempted to checkpoint and requeued with a reason.
+    # owner reclaims lender's nominal quota, lent to hog, and needs hog's nodes (a lender whose job fits free units
+    # starts there and stops nobody): hog is preempted to checkpoint and requeued with a reason.
     owner = lender.submit(spec("owner", "lender", 2, 4, trainer(100_000))).job_id
     # The requeue lands first; the next cycle gives the reason. Wait for both.
     preempted = up.eventually(lambda: (v := job(borrower, hog)).state == "PENDING" and v.preemptions == 1

@@ -103,9 +103,10 @@ def borrowed_beside_the_nominal() -> Snapshot:
 
 def borrowed_this_pass() -> Snapshot:
     """``fraud`` (no nominal) has a critical, non-preemptible 4-GPU job (2 h limit) that borrows half of
-    ``vision``'s 8 this pass (the cohort keeps half its nominal free); ``vision``'s 8-GPU job then waits for
-    its lent-out nominal, which comes back only when that job ends."""
-    return (make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=(0, 8)).team("vision", h100=8)
+    ``vision``'s 8 this pass (the cohort keeps half its nominal free) on the one node; ``vision``'s 8-GPU job,
+    which fits its nominal but not the free units, then waits for its lent-out nominal, which comes back only
+    when that job ends."""
+    return (make_snapshot(make_cluster().block("b0", 1)).team("fraud", h100=(0, 8)).team("vision", h100=8)
             .pending(make_job("crit").team("fraud").pods(1, 4).priority("critical").non_preemptible()
                      .limit(2 * H).submitted(NOW - MIN))
             .pending(make_job("wait").team("vision").pods(1, 8).submitted(NOW - MIN)).build())

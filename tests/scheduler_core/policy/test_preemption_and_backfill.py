@@ -96,7 +96,31 @@ def a_big_and_a_small_borrower() -> Snapshot:
             .pending(make_job("a").pods(1, 8)).build())
 
 
+def lent_out_beside_free_units() -> Any:
+    """Search (nominal 0) borrows all of fraud's 16 in a 2 × 8 gang on b0-n00 and b0-n01; b0-n02 is free."""
+    return (make_snapshot(make_cluster().block("b0", 3)).team("fraud", h100=16).team("search", h100=(0, 32))
+            .run(make_job("G").team("search").pods(2, 8), nodes_of("b0", 2), admitted="borrowed", started=-4000))
+
+
 CASES = [
+    Case("a lender's job that fits free units starts on them at once and stops nobody: the borrowers give the "
+         "quota back by ending",
+         lambda: lent_out_beside_free_units().pending(make_job("a").pods(1, 8)).build(), 0.0,
+         [("admit", "a", "nominal", "b0-n02:0-7")]),
+    Case("... and while they owe it, nobody borrows: search's next job waits for the cohort",
+         lambda: lent_out_beside_free_units().pending(make_job("a").pods(1, 4))
+         .pending(make_job("b").team("search").pods(1, 4).submitted(1)).build(), 0.0,
+         [("admit", "a", "nominal", "b0-n02:0-3"), ("reserve", "b", "b0-n00", 4 * H - 4000),
+          ("wait", "b", "CohortFull", 1, 4 * H - 4000)]),
+    # Found by the liveness property: it was told its quota was lent out with no borrower to stop, beside free
+    # units, while what kept it off them was G's claim on the units its victim frees.
+    Case("a lender's job kept off free units by another job's claim on them waits behind that job, not for borrowers",
+         lambda: make_snapshot(make_cluster().block("b0", 2)).team("crit", h100=(0, 16)).team("vision", h100=8)
+         .team("other", h100=9).run(make_job("P").team("vision").pods(1, 1), "b0-n00", started=-4000)
+         .pending(make_job("G").team("crit").pods(2, 8).priority("critical").submitted(-10))
+         .pending(make_job("j").team("vision").pods(1, 1).non_preemptible().limit(3 * H).submitted(-5)).build(),
+         0.0, [("preempt", "P", "HigherBand", 300.0, True, "G"), ("reserve", "G", "b0-n00 b0-n01", 300.0),
+               ("wait", "G", "PreemptingVictims", 1, 300.0), ("wait", "j", "BehindReservation", 1, 14700.0)]),
     Case("a reclaim stops a borrower near its own size before a far larger gang, even a cheaper one",
          a_big_and_a_small_borrower, 0.0,
          [("preempt", "S", "Reclaim", 300.0, True, "a"), ("reserve", "a", "b2-n00", 300.0),
@@ -214,6 +238,17 @@ def _fragmented(extra_moves_in_flight: bool = False) -> Snapshot:
         builder = builder.run(make_job("moving").team("search").pods(1, 1).kind("trial"), "b0-n00", started=-H,
                               terminating=True, terminate_by=120)
     return builder.pending(make_job("gang").pods(4, 8).required("block")).build()
+
+
+def test_a_borrower_is_told_the_cohort_s_borrowers_owe_its_lenders() -> None:
+    """After a lender took 4 of its nominal back onto free units, the cohort's pool is 4 below zero: the next
+    borrower of the team that borrows 16 (12 of fraud's 16 are still lent) reads why it may not borrow more, and
+    that the cohort lends again as the borrowers' jobs end."""
+    snapshot = (lent_out_beside_free_units().pending(make_job("a").pods(1, 4))
+                .pending(make_job("b").team("search").pods(1, 4).submitted(1)).build())
+    wait = next(w for w in run_cycle(snapshot, 0.0).waits if w.job_id == "b")
+    assert wait.message.startswith("would borrow 20 h100 in all; cohort 'org' can lend 12 now (its borrowers "
+                                   "hold 4 more than its lenders spare: it lends again as their jobs end)"), wait
 
 
 def test_defragment_moves_small_jobs_out_of_the_block_a_gang_needs() -> None:

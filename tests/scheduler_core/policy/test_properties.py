@@ -193,10 +193,16 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     units = held_units(snap.running) + held_units(
         RunningJob(pending[a.job_id].request, a.placement, a.admitted_as, result.now) for a in result.admits)
     assert len(units) == len(set(units))
-    # Only work that gives borrowed units back borrows (preemptible work, or a notebook: the reaper's), and other
-    # work only where, after it, the cohort's pool keeps the share of its nominal (replayed in cycle order; the
-    # cycle's own pool also counts reservations and waiting reclaims, so it is never larger).
+    # Borrowers borrow only what the cohort's pool has to lend: it stays at or above zero after each (it goes below
+    # zero only when a lender takes its nominal back onto free units, and its borrowers repay by ending). Only
+    # work that gives borrowed units back borrows (preemptible work, or a notebook: the reaper's), and other
+    # work only where, after it, the pool keeps the share of its nominal. A nominal admission stays within its
+    # team's nominal quota, counting the team's nominal-labelled jobs. Replayed in cycle order; the cycle's own
+    # pool also counts reservations and waiting reclaims, so it is never larger.
     usage = quota_usage(snap.running)
+    relabelled = {r.job_id for r in result.relabels}
+    nominal_usage = quota_usage(r for r in snap.running
+                                if r.admitted_as is AdmittedAs.NOMINAL and r.request.id not in relabelled)
     share = snap.config.unreclaimable_borrow_free_share
     for a in result.admits:
         request = pending[a.job_id].request
@@ -204,10 +210,15 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             continue
         key = (request.team, a.placement.flavour)
         usage[key] = usage.get(key, 0) + request.units
-        if a.admitted_as is AdmittedAs.BORROWED and not (request.preemptible or request.kind is JobKind.NOTEBOOK):
-            cohort = snap.teams[request.team].cohort
+        cohort = snap.teams[request.team].cohort
+        pool = cohort_pools(snap.teams, usage).get((cohort, a.placement.flavour), 0)
+        if a.admitted_as is AdmittedAs.NOMINAL:
+            nominal_usage[key] = nominal_usage.get(key, 0) + request.units
+            assert nominal_usage[key] <= snap.teams[request.team].nominal(a.placement.flavour), (a, request)
+            continue
+        assert pool >= 0, (a, request, pool)
+        if not (request.preemptible or request.kind is JobKind.NOTEBOOK):
             nominal = sum(t.nominal(a.placement.flavour) for t in snap.teams.values() if t.cohort == cohort)
-            pool = cohort_pools(snap.teams, usage).get((cohort, a.placement.flavour), 0)
             assert share < 1 and pool >= math.ceil(share * nominal), (a, request, pool, nominal)
     # Preemption goes strictly down the bands, never on a job already leaving, never on non-preemptible work
     # (a borrowed notebook included) unless it runs as scavenger.
@@ -241,15 +252,13 @@ def cohort_pools(teams: Mapping[str, TeamState], usage: Mapping[tuple[str, str],
 
 
 def check_quota(snap: Snapshot) -> None:
-    """Per team: usage ≤ nominal + borrowing limit; per cohort: borrowing covered by lenders within limits."""
+    """Per team: usage ≤ nominal + borrowing limit. (A cohort's pool may be below zero: see ``check_cycle``.)"""
     usage = quota_usage(job for job in snap.running if not job.terminating)
     for (team, flavour), used in usage.items():
         quota = snap.teams[team].quotas.get(flavour)
         assert quota is not None, (team, flavour)
         if quota.borrowing_limit is not None:
             assert used <= quota.nominal + quota.borrowing_limit, (team, flavour, used, quota)
-    pools = cohort_pools(snap.teams, usage)
-    assert all(value >= 0 for value in pools.values()), pools
 
 
 def without_leaving(snap: Snapshot) -> Snapshot:
