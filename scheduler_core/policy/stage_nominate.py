@@ -334,6 +334,8 @@ class Nominator:
         on containers ending by themselves before it kills any. Stopping a borrower for quota alone freed units
         the lender did not need, which then idled: on the Tuesday the 1,024-GPU gang, stopped for a 1-GPU trial,
         spent an hour reassembling (docs/BENCHMARKS.md, session 35)."""
+        if self._known_miss(pending, option.pool, ctx) is not None:
+            return None         # a job of its shape missed the free units this pass: they only shrink
         placement = place(self.work.cap, option.pool, pending.request, ctx, small)
         return None if placement is None else PlacedFit(option, placement, AdmittedAs.NOMINAL)
 
