@@ -130,7 +130,8 @@ def quota_view(team: TeamConfig, teams: Sequence[TeamConfig], holding: Iterable[
     ``holding`` are the jobs of every team in the cohort that hold units; ``pending`` the team's pending jobs.
     ``lent`` apportions what the cohort's borrowers hold among the teams whose unused nominal they use, in
     proportion to each one's lendable idle quota (Kueue does not attribute borrowing to a lender either; this split
-    is the one that sums to what is borrowed). ``decayed`` is the team's decayed past use (the controller's ledger
+    is the one that sums to what is borrowed, or to the lenders' idle quota when that is less: a cohort whose
+    lenders took their quota back onto free units while its borrowers still run, see docs/scheduling.md). ``decayed`` is the team's decayed past use (the controller's ledger
     over the same usage records); ``capacity`` the cluster's speed-weighted GPUs, CPUs and memory.
     """
     cohort = [t for t in teams if t.cohort == team.cohort]
