@@ -294,8 +294,15 @@ class Nominator:
     def placement(self, pending: PendingJob, options: list[QuotaOption], ctx: PlaceContext, small: bool,
                   inflight: bool) -> PlacementNomination:
         """The first flavour the job fits now without preemption, else why it fits none (misses cached per
-        shape). A flavour it may use only by relabelling is only worth it if the job starts now; one whose quota
-        is lent out, only on free units (:meth:`_lent_out_fit`)."""
+        shape). A flavour it may use only by relabelling is only worth it if the job starts now.
+
+        A nominal job whose quota is lent out (``Verdict.reclaim``) is placed like any other: on free units it
+        starts at once and stops nobody. The cohort's borrowers then give the quota back by ending, and the
+        cohort lends nothing until they have (its pool is below zero, so ``QuotaLedger.verdict`` refuses every
+        borrower), as YARN's preemption counts on containers ending by themselves before it kills any. Stopping a
+        borrower for quota alone freed units the lender did not need, which then idled: on the Tuesday the
+        1,024-GPU gang, stopped for a 1-GPU trial, spent an hour reassembling (docs/BENCHMARKS.md, session 35).
+        Only when it misses the free units does it reclaim (:func:`_reclaim_miss`)."""
         request = pending.request
         cap = self.work.cap
         misses: list[FlavourMiss] = []
@@ -306,48 +313,17 @@ class Nominator:
                 if placement is not None:
                     return PlacementNomination(PlacedFit(option, placement, AdmittedAs.NOMINAL), [])
                 continue
+            miss = self._known_miss(pending, pool, ctx)
+            if miss is None:
+                placement = place(cap, pool, request, ctx, small)
+                if placement is not None:
+                    assert verdict.admitted_as is not None
+                    return PlacementNomination(PlacedFit(option, placement, verdict.admitted_as), [])
+                miss = self._miss(pending, pool, ctx, small)
             if verdict.reclaim and not inflight:
-                fit = self._lent_out_fit(pending, option, ctx, small)
-                if fit is not None:
-                    return PlacementNomination(fit, [])
-                misses.append(FlavourMiss(index, option.flavour, pool, verdict,
-                                          self._lent_out_miss(pending, pool, ctx, small)))
-                continue
-            known_miss = self._known_miss(pending, pool, ctx)
-            if known_miss is not None:
-                misses.append(FlavourMiss(index, option.flavour, pool, verdict, known_miss))
-                continue
-            placement = place(cap, pool, request, ctx, small)
-            if placement is not None:
-                assert verdict.admitted_as is not None
-                return PlacementNomination(PlacedFit(option, placement, verdict.admitted_as), [])
-            misses.append(FlavourMiss(index, option.flavour, pool, verdict, self._miss(pending, pool, ctx, small)))
+                miss = _reclaim_miss(miss, option.flavour)
+            misses.append(FlavourMiss(index, option.flavour, pool, verdict, miss))
         return PlacementNomination(None, misses)
-
-    def _lent_out_fit(self, pending: PendingJob, option: QuotaOption, ctx: PlaceContext,
-                      small: bool) -> PlacedFit | None:
-        """Where a nominal job whose quota is lent out (``Verdict.reclaim``) starts now on free units, stopping
-        nobody; ``None``: it needs units borrowers hold, and reclaims them (``Strategy.NOW``).
-
-        The cohort's borrowers then give the quota back by ending, and the cohort lends nothing until they have
-        (its pool is below zero, so ``QuotaLedger.verdict`` refuses every borrower), as YARN's preemption counts
-        on containers ending by themselves before it kills any. Stopping a borrower for quota alone freed units
-        the lender did not need, which then idled: on the Tuesday the 1,024-GPU gang, stopped for a 1-GPU trial,
-        spent an hour reassembling (docs/BENCHMARKS.md, session 35)."""
-        if self._known_miss(pending, option.pool, ctx) is not None:
-            return None         # a job of its shape missed the free units this pass: they only shrink
-        placement = place(self.work.cap, option.pool, pending.request, ctx, small)
-        return None if placement is None else PlacedFit(option, placement, AdmittedAs.NOMINAL)
-
-    def _lent_out_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext, small: bool) -> Miss:
-        """Why a job whose quota is lent out does not start now: it reclaims (the preempt stage looks for
-        borrowers to stop, whose units it then takes), and if it finds none, it waits for them — or, where free
-        units are there but a reservation or a job waiting for its victims holds them, behind that job, as its
-        reason says (the liveness property found it told only that no borrower could be stopped)."""
-        held = self._miss(pending, pool, ctx, small)
-        if held.fit is Fit.DEFERRED:
-            return replace(held, fit=Fit.NO_FIT)
-        return _lent_out(pool.flavour)
 
     def _known_miss(self, pending: PendingJob, pool: Pool, ctx: PlaceContext) -> Miss | None:
         """The cached miss of an identical shape, when it still holds (see :meth:`_miss`)."""
@@ -379,6 +355,17 @@ class Nominator:
         if cacheable:
             self._miss_cache[key] = _CachedMiss(miss, ctx.end)
         return miss
+
+
+def _reclaim_miss(miss: Miss, flavour: str) -> Miss:
+    """Why a job whose quota is lent out, and which misses the free units, does not start now: it reclaims (the
+    preempt stage looks for borrowers to stop, whose units it then takes: ``NO_FIT`` lets it), and if it finds
+    none it waits for them — or, where free units are there but a reservation or a job waiting for its victims
+    holds them (``DEFERRED``), behind that job, as its reason says (the liveness property found it told only that
+    no borrower could be stopped)."""
+    if miss.fit is Fit.DEFERRED:
+        return replace(miss, fit=Fit.NO_FIT)
+    return _lent_out(flavour)
 
 
 def _lent_out(flavour: str) -> Miss:

@@ -210,12 +210,12 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
             continue
         key = (request.team, a.placement.flavour)
         usage[key] = usage.get(key, 0) + request.units
-        cohort = snap.teams[request.team].cohort
-        pool = cohort_pools(snap.teams, usage).get((cohort, a.placement.flavour), 0)
         if a.admitted_as is AdmittedAs.NOMINAL:
             nominal_usage[key] = nominal_usage.get(key, 0) + request.units
             assert nominal_usage[key] <= snap.teams[request.team].nominal(a.placement.flavour), (a, request)
             continue
+        cohort = snap.teams[request.team].cohort
+        pool = cohort_pools(snap.teams, usage).get((cohort, a.placement.flavour), 0)
         assert pool >= 0, (a, request, pool)
         if not (request.preemptible or request.kind is JobKind.NOTEBOOK):
             nominal = sum(t.nominal(a.placement.flavour) for t in snap.teams.values() if t.cohort == cohort)
