@@ -16,7 +16,7 @@ from .capacity import Pool
 from .contexts import JobContexts
 from .decisions import Reason
 from .placement import Fit, Miss, PlaceContext, explain, place
-from .quota import Verdict
+from .quota import Verdict, unreclaimable_share
 from .record import record
 from .reservation import job_end
 from .snapshot import AdmittedAs, Band, JobRequest, PendingJob, Placement, RunningJob
@@ -195,7 +195,7 @@ class Nominator:
         let it in only as a borrower, it is first offered its team's nominal, relabelling the team's own newer
         preemptible work borrowed (see :meth:`_nominal_room`)."""
         held = self.work.held
-        share = self.work.snapshot.config.unreclaimable_borrow_free_share
+        share = unreclaimable_share(request, self.work.snapshot.config)
         options: list[QuotaOption] = []
         refused: list[PlanOption] = []
         best: RefusalReason | None = None
