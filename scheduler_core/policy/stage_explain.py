@@ -16,7 +16,7 @@ from ..model.durations import format_duration
 from .contexts import JobContexts
 from .decisions import CycleResult, Reason, Wait
 from .estimates import expected_duration, expected_end, idle_release
-from .quota import QuotaClock, unreclaimable_share
+from .quota import QuotaClock
 from .record import record
 from .reservation import Slot, Timeline, job_end
 from .snapshot import AdmittedAs, JobRequest, PendingJob, Plan, RunningJob
@@ -154,7 +154,7 @@ class Explainer:
             if quota_reason is not None:
                 clock = self.work.quota_clock() if guess is None else guess.clock
                 quota_free = clock.free_at(request, flavour, quota_reason, option.nominal_only,
-                                           unreclaimable_share(request, self.config))
+                                           self.work.kept_share(request, flavour))
                 if option.by_relabel:
                     # In as nominal once the cohort can lend for the relabelled work: when it could lend to
                     # the job itself, were it preemptible (the same units above the team's nominal).

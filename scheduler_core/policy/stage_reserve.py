@@ -14,7 +14,7 @@ from .contexts import JobContexts
 from .decisions import Reason
 from .ordering import waited_long
 from .placement import PlaceContext
-from .quota import may_borrow, unreclaimable_share
+from .quota import may_borrow
 from .record import record
 from .reservation import Slot
 from .snapshot import PendingJob
@@ -137,7 +137,7 @@ class Reserver:
             flavour, reason = option.flavour, option.quota_reason
             if flavour not in self.work.cap.pools or reason is None:
                 continue
-            share = (unreclaimable_share(request, self.config)
+            share = (self.work.kept_share(request, flavour)
                      if team is not None and request.units > team.nominal(flavour) else 1.0)
             quota_free = self.work.quota_clock().free_at(request, flavour, reason, option.nominal_only, share)
             if quota_free is None:

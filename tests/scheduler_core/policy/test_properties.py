@@ -218,7 +218,7 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
         assert pool >= 0, (a, request, pool)
         if not (request.preemptible or request.kind is JobKind.NOTEBOOK):
             nominal = sum(t.nominal(a.placement.flavour) for t in snap.teams.values() if t.cohort == cohort)
-            share = unreclaimable_share(request, snap.config)
+            share = unreclaimable_share(request, snap.config, awaited=False)   # the least it keeps
             assert share < 1 and pool >= math.ceil(share * nominal), (a, request, pool, nominal)
     # Preemption goes strictly down the bands, never on a job already leaving, never on non-preemptible work
     # (a borrowed notebook included) unless it runs as scavenger.

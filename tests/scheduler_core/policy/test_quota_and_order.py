@@ -3,6 +3,7 @@ attained service), as tables of whole decision lists."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, NamedTuple
 
 import pytest
@@ -104,6 +105,13 @@ QUOTA = [
          .run(make_job("s").team("search").pods(1, 8), "b1-n00", started=-4000)
          .pending(make_job("a").pods(3, 8).non_preemptible().limit(4 * H)).build(),
          0.0, [("reserve", "a", "b0-n00 b0-n01 b0-n02", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("... but a preemptible job quota held back at the last pass waits in the cohort: the loan that would leave it "
+         "short keeps the whole half, and the waiting borrower starts (without it: a starts, w reserved from 4 h)",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32).team("ads", h100=0)
+         .pending(make_job("a").team("ads").pods(3, 8).non_preemptible().limit(4 * H),
+                  replace(make_job("w").pods(4, 8).submitted(1).pending(), quota_held_after_s=0.0)).build(),
+         0.0, [("admit", "w", "borrowed", "b0-n00:0-7 b0-n01:0-7 b0-n02:0-7 b0-n03:0-7"),
+               ("wait", "a", "QuotaFull", 1, None)]),
     Case("... and never with a share of 1",
          lambda: make_snapshot(two_blocks()).config(unreclaimable_borrow_free_share=1.0)
          .team("fraud", h100=0).team("search", h100=32)
