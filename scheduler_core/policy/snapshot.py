@@ -251,8 +251,8 @@ class PolicyConfig:
     #: Non-preemptible work (not notebooks) may borrow above its team's nominal only while, after it, the cohort
     #: keeps at least this share of its nominal quota of the flavour free to lend (``1``: never). Such units are
     #: not reclaimable until the job ends: the share keeps the lenders' own work room beside them. A job whose
-    #: time limit is shorter than ``unreclaimable_borrow_full_after_s`` needs that much less of it kept
-    #: (``quota.unreclaimable_share``).
+    #: time limit is shorter than ``unreclaimable_borrow_full_after_s`` needs that much less of it kept, unless a
+    #: preemptible borrower that quota held back waits in the cohort (``quota.unreclaimable_share``).
     unreclaimable_borrow_free_share: float = 0.5
     #: The time limit from which a non-preemptible borrower needs the whole ``unreclaimable_borrow_free_share``
     #: kept free: a loan no reclaim can end costs the lenders its units for as long as it may run, so the cohort
