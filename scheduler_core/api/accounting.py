@@ -131,8 +131,9 @@ def quota_view(team: TeamConfig, teams: Sequence[TeamConfig], holding: Iterable[
     ``lent`` apportions what the cohort's borrowers hold among the teams whose unused nominal they use, in
     proportion to each one's lendable idle quota (Kueue does not attribute borrowing to a lender either; this split
     is the one that sums to what is borrowed, or to the lenders' idle quota when that is less: a cohort whose
-    lenders took their quota back onto free units while its borrowers still run, see docs/scheduling.md). ``decayed`` is the team's decayed past use (the controller's ledger
-    over the same usage records); ``capacity`` the cluster's speed-weighted GPUs, CPUs and memory.
+    lenders took their quota back onto free units while its borrowers still run, see docs/scheduling.md).
+    ``decayed`` is the team's decayed past use (the controller's ledger over the same usage records); ``capacity``
+    the cluster's speed-weighted GPUs, CPUs and memory.
     """
     cohort = [t for t in teams if t.cohort == team.cohort]
     used: dict[tuple[str, str], int] = {}        # (team, flavour) → units held

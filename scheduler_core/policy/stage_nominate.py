@@ -365,11 +365,6 @@ def _reclaim_miss(miss: Miss, flavour: str) -> Miss:
     no borrower could be stopped)."""
     if miss.fit is Fit.DEFERRED:
         return replace(miss, fit=Fit.NO_FIT)
-    return _lent_out(flavour)
-
-
-def _lent_out(flavour: str) -> Miss:
-    """The miss of a job that fits its team's nominal quota only once borrowers it cannot stop yet give it back."""
     return Miss(Fit.NO_FIT, Reason.WAITING_FOR_CAPACITY,
                 f"fits the team's nominal {flavour} quota, which is lent out, but not the free units; no borrower "
                 f"can be stopped for it yet (all inside their minimum run time, far larger than this job, or "
