@@ -261,7 +261,9 @@ class _Cycle:
         refused = [entry for entry in waiting.plan_for if entry.quota_reason is not None]
         if refused:
             self.reserve.after_quota(pending, waiting, refused)
-        return _Class(reason, message, waiting.plan_for, [], 0.0, None, refused)
+        # A job of a shorter limit overlaps fewer reservations' quota (``WorkingCopy.overlap``): only a longer one
+        # waits unasked.
+        return _Class(reason, message, waiting.plan_for, [], pending.request.time_limit_s, None, refused)
 
     # -- phase 5 ---------------------------------------------------------------------------------------------
 

@@ -127,6 +127,19 @@ QUOTA = [
          .run(make_job("q").pods(2, 8).non_preemptible(), ["b0-n02", "b0-n03"], started=-4000)
          .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
          0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("a job that ends before its team's reserved job starts has the nominal that job will need, though a longer "
+         "one of its shape, which would still run then, waits for it (it was once told the longer one's answer)",
+         lambda: make_snapshot(two_blocks()).config(unreclaimable_borrow_free_share=1.0)
+         .team("fraud", h100=16).team("search", h100=40).team("ads", h100=8)
+         .run(make_job("s").team("search").pods(5, 8).non_preemptible().limit(H),
+              ["b0-n01", "b0-n03", "b1-n00", "b1-n01", "b1-n02"], started=0)
+         .run(make_job("d").team("ads").pods(1, 8).non_preemptible().limit(H), "b1-n03", started=0)
+         .pending(make_job("r").pods(2, 8).required("leaf").non_preemptible().limit(3 * H),
+                  make_job("a").pods(1, 8).non_preemptible().limit(3 * H).submitted(1),
+                  make_job("b").pods(1, 8).non_preemptible().limit(H / 2).submitted(2)).build(),
+         0.0, [("admit", "b", "nominal", "b0-n00:0-7"), ("reserve", "r", "b0-n00 b0-n01", H),
+               ("reserve", "a", "b0-n00", 4 * H), ("wait", "r", "WaitingForTopology", 1, H),
+               ("wait", "a", "QuotaFull", 2, 4 * H)]),
     Case("backfill borrows what the cohort will still have when a reservation starts: the quota of the jobs "
          "that end first comes back",
          lambda: reserved_block_world()
