@@ -81,6 +81,9 @@ class QuotaLedger:
         #: Units of jobs admitted as nominal (and reservations held as such), per (team, flavour).
         self.nominal_usage: dict[tuple[str, str], int] = {}
         self.pool: dict[tuple[str, str], int] = {}
+        #: Units each cohort's teams borrow, per (cohort, flavour): what a reclaim could take back, kept as
+        #: ``pool`` is so a nominal job's verdict does not sum the cohort's teams (``_borrowed_by_others``).
+        self.borrowed: dict[tuple[str, str], int] = {}
         self.members: dict[str, list[str]] = {}
         #: Bumped whenever a team's usage or a cohort's pool changes: "has quota moved since?" in O(1).
         self.version: dict[str, int] = {}
@@ -99,11 +102,13 @@ class QuotaLedger:
         flavours = {f for team in teams.values() for f in team.quotas} | {f for _, f in self.usage}
         for cohort, names in self.members.items():
             for flavour in flavours:
-                total = 0
+                total = borrowing = 0
                 for name in names:
                     offer, borrowed = self.terms(name, flavour, self.usage.get((name, flavour), 0))
                     total += offer - borrowed
+                    borrowing += borrowed
                 self.pool[(cohort, flavour)] = total
+                self.borrowed[(cohort, flavour)] = borrowing
 
     def copy(self, teams: Mapping[str, TeamState]) -> QuotaLedger:
         """A working copy for one pass over ``teams`` (the same quotas and cohorts as this ledger's): usage and
@@ -113,6 +118,7 @@ class QuotaLedger:
         clone.usage = dict(self.usage)
         clone.nominal_usage = dict(self.nominal_usage)
         clone.pool = dict(self.pool)
+        clone.borrowed = dict(self.borrowed)
         clone.members = self.members
         clone.version = {}
         clone._extra_cache = {}
@@ -165,6 +171,7 @@ class QuotaLedger:
         offer1, borrow1 = self.terms(team, flavour, after)
         pkey = (state.cohort, flavour)
         self.pool[pkey] = self.pool.get(pkey, 0) + (offer1 - borrow1) - (offer0 - borrow0)
+        self.borrowed[pkey] = self.borrowed.get(pkey, 0) + borrow1 - borrow0
 
     def add(self, request: JobRequest, flavour: str, admitted_as: AdmittedAs) -> None:
         if admitted_as is not AdmittedAs.SCAVENGER:
@@ -247,9 +254,10 @@ class QuotaLedger:
         return (offer1 - borrow1) - (offer0 - borrow0)
 
     def _borrowed_by_others(self, cohort: str, flavour: str, team: str) -> int:
-        """Units of ``flavour`` the cohort's other teams borrow: all a reclaim could take back for ``team``."""
-        return sum(self.terms(other, flavour, self.usage.get((other, flavour), 0))[1]
-                   for other in self.members.get(cohort, ()) if other != team)
+        """Units of ``flavour`` the cohort's other teams borrow (``team`` is one of its members): all a reclaim
+        could take back for ``team``."""
+        own = self.terms(team, flavour, self.usage.get((team, flavour), 0))[1]
+        return self.borrowed.get((cohort, flavour), 0) - own
 
     def cohort_nominal(self, cohort: str, flavour: str) -> int:
         """The nominal quota of ``flavour`` over the cohort's teams (fixed for the ledger's life)."""

@@ -53,6 +53,7 @@ def assert_same_index(snap: Snapshot, index: CarriedIndex, now: float) -> None:
     assert _nonzero(ledger.usage) == _nonzero(fresh_ledger.usage)
     assert _nonzero(ledger.nominal_usage) == _nonzero(fresh_ledger.nominal_usage)
     assert _nonzero(ledger.pool) == _nonzero(fresh_ledger.pool)
+    assert _nonzero(ledger.borrowed) == _nonzero(fresh_ledger.borrowed)
     assert ledger.members == fresh_ledger.members and ledger.version == {} and ledger.teams is snap.teams
     assert timeline.times == fresh_timeline.times
     assert_same_quota_ends(snap, working.quota_ends, fresh_ledger, now)

@@ -428,6 +428,36 @@ def test_terms_say_what_a_team_offers_to_lend_and_what_it_borrows(nominal: int, 
     assert ledger.terms("fraud", "a100", usage) == (0, usage)      # no quota of the flavour: all of it borrowed
 
 
+def test_the_cohort_s_borrowed_units_are_kept_as_usage_moves_within_a_pass() -> None:
+    """``QuotaLedger.borrowed`` is the sum of the cohort's teams' borrowing, kept by every change a pass makes
+    (admissions, exits, reservations' holds and their undo), as ``pool`` is: a nominal job's verdict reads it
+    instead of summing the cohort's teams."""
+    snap = (make_snapshot(make_cluster().block("b0", 4))
+            .team("fraud", h100=8).team("search", h100=8).team("ads", h100=(16, None, 4))
+            .run(make_job("s").team("search").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed",
+                 started=-4000).build())
+    ledger = QuotaLedger(snap.teams, snap.running)
+
+    def summed() -> int:
+        return sum(ledger.terms(team, "h100", ledger.usage.get((team, "h100"), 0))[1]
+                   for team in ledger.members["org"])
+
+    assert ledger.borrowed[("org", "h100")] == summed() == 8
+    undo_hold: list[Callable[[], None]] = []
+    for verb, team, units in [("add", "fraud", 12), ("add", "search", 3), ("remove", "search", 16),
+                              ("hold", "ads", 20), ("undo", "ads", 20), ("remove", "fraud", 12)]:
+        request = make_job(f"{team}-{verb}").team(team).pods(1, units).build()
+        if verb == "add":
+            ledger.add(request, "h100", AdmittedAs.BORROWED)
+        elif verb == "remove":
+            ledger.remove(request, "h100", AdmittedAs.BORROWED)
+        elif verb == "hold":
+            undo_hold.append(ledger.hold([(team, "h100", units)]))
+        else:
+            undo_hold.pop()()
+        assert ledger.borrowed[("org", "h100")] == summed(), (verb, team, units)
+
+
 def test_a_job_held_by_its_team_s_reserved_quota_is_told_so() -> None:
     """The nominal quota a job may not take is in part promised to reserved jobs: its reason says how much is in
     use and how much is promised, never more "in use" than the team has."""
