@@ -206,8 +206,9 @@ class _Cycle:
         waiting = self.explain.wait(pending, Reason.PREEMPTING_VICTIMS,
                                     f"{len(victims)} victim(s) signalled; starts when they exit, by "
                                     f"{format_duration(by - self.now)} from now")
+        # Where they leave: their search placed the job as admission does, on a spare if it fits no other way.
         slot = self.work.timeline.earliest(request, f, not_before=by, widen_at=self.contexts.widen_at(pending),
-                                           block_cap=self.contexts.block_cap(pending))
+                                           block_cap=self.contexts.block_cap(pending), spares_sooner=True)
         if slot is not None:
             self.work.hold_for_victims(request, slot)
             waiting.estimate = slot.start

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from ..model.job import TopologyLevel
 from .capacity import Capacity, Hold, Pool
@@ -298,18 +298,21 @@ class Timeline:
         return entry
 
     def earliest(self, request: JobRequest, flavour: str, *, not_before: float, widen_at: float | None,
-                 avoid: frozenset[int] = frozenset(), best_fit: bool = True, block_cap: int | None = 0) -> Slot | None:
+                 avoid: frozenset[int] = frozenset(), best_fit: bool = True, block_cap: int | None = 0,
+                 spares_sooner: bool = False) -> Slot | None:
         """The earliest slot for ``request`` on ``flavour`` no sooner than ``not_before``; ``None`` if the plan
         never frees enough (unhealthy nodes, a shape larger than any domain). ``widen_at``: when a
         ``preferred`` job may spread over blocks (``None``: never). ``best_fit``: when the job may start
         only later than a unit frees (``not_before``), take the node that frees last by then, not the first
-        (what a reservation does; an estimate alone can skip the scan). ``block_cap``: see ``PlaceContext``."""
+        (what a reservation does; an estimate alone can skip the scan). ``block_cap``: see ``PlaceContext``.
+        A gang takes hot spares only when it never fits without them, or (``spares_sooner``) when they start it
+        sooner (see :func:`_with_spares_if`)."""
         pool = self.cap.pools.get(flavour)
         if pool is None or request.units_per_pod > pool.max_cap:
             return None
         if request.pods == 1:
             return self._earliest_single(pool, request, not_before, avoid, best_fit)
-        return self._earliest_gang(pool, request, not_before, widen_at, avoid, block_cap)
+        return self._earliest_gang(pool, request, not_before, widen_at, avoid, block_cap, spares_sooner)
 
     def _units_at(self, pool: Pool, j: int, count: int, start: float) -> tuple[int, ...]:
         """The ``count`` units of node ``j`` a booking from ``start`` takes: among those free by then, the
@@ -366,49 +369,56 @@ class Timeline:
         return whole
 
     def _earliest_whole(self, pool: Pool, pods: int, domain_level: TopologyLevel, spread_at: float | None,
-                        floor: float, limit: int | None) -> Slot | None:
+                        floor: float, limit: int | None, spares_sooner: bool) -> Slot | None:
         """Whole-node gangs: the k-th smallest "wholly free" time per domain, from the sorted indexes."""
         whole = self._whole_nodes(pool)
-        for spares in (False, True):
-            if spares and not pool.has_spare:
-                break
-            best: tuple[float, int, int, list[tuple[float, int]]] | None = None
-            by_block = domain_level is TopologyLevel.BLOCK
-            if by_block:
-                domains = [(k, whole.block[k], whole.spare[k]) for k in sorted(whole.block)]
-            else:
-                domains = [(k, whole.leaf[k], whole.leaf_spare[k]) for k in sorted(whole.leaf)]
-            for key, lst, spare in domains:
-                if spares and spare:
-                    if len(lst) + len(spare) < pods:
-                        continue
-                    lst = whole.with_spares(key) if by_block else whole.leaf_with_spares(key)
-                elif len(lst) < pods:
+        best = _with_spares_if(spares_sooner, pool, floor, lambda spares: self._whole_best(
+            whole, pods, domain_level, spread_at, floor, limit, spares))
+        if best is None:
+            return None
+        g = pool.uniform_cap or 0
+        chosen = _latest_ready(pool, best[3], best[0], pods)
+        return Slot(pool.flavour, best[0], tuple((j, self._units_at(pool, j, g, best[0]))
+                                                 for _, j in sorted(chosen, key=lambda e: e[1])))
+
+    @staticmethod
+    def _whole_best(whole: _WholeNodes, pods: int, domain_level: TopologyLevel, spread_at: float | None,
+                    floor: float, limit: int | None,
+                    spares: bool) -> tuple[float, int, int, list[tuple[float, int]]] | None:
+        """The earliest (start, spread, domain, its nodes' events) for a whole-node gang, on the nodes without
+        their spares or with them."""
+        best: tuple[float, int, int, list[tuple[float, int]]] | None = None
+        by_block = domain_level is TopologyLevel.BLOCK
+        if by_block:
+            domains = [(k, whole.block[k], whole.spare[k]) for k in sorted(whole.block)]
+        else:
+            domains = [(k, whole.leaf[k], whole.leaf_spare[k]) for k in sorted(whole.leaf)]
+        for key, lst, spare in domains:
+            if spares and spare:
+                if len(lst) + len(spare) < pods:
                     continue
-                start = max(lst[pods - 1][0], floor)
-                if best is None or (start, 0, key) < best[:3]:
-                    best = (start, 0, key, lst)
-            if spread_at is not None:
-                if limit is None:
-                    lst = whole.everything() if spares else whole.all
-                    spread = (lst[pods - 1][0], lst) if len(lst) >= pods else None
-                else:
-                    blocks = sorted(whole.block)
-                    spread = _spread([whole.with_spares(k) if spares else whole.block[k] for k in blocks], pods,
-                                     limit, [whole.block_times(k, spares) for k in blocks])
-                if spread is not None:
-                    start = max(spread[0], floor, spread_at)
-                    if best is None or (start, 1, 0) < best[:3]:
-                        best = (start, 1, 0, spread[1])
-            if best is not None and best[0] < INF:
-                g = pool.uniform_cap or 0
-                chosen = _latest_ready(pool, best[3], best[0], pods)
-                return Slot(pool.flavour, best[0], tuple((j, self._units_at(pool, j, g, best[0]))
-                                                         for _, j in sorted(chosen, key=lambda e: e[1])))
-        return None
+                lst = whole.with_spares(key) if by_block else whole.leaf_with_spares(key)
+            elif len(lst) < pods:
+                continue
+            start = max(lst[pods - 1][0], floor)
+            if best is None or (start, 0, key) < best[:3]:
+                best = (start, 0, key, lst)
+        if spread_at is not None:
+            if limit is None:
+                lst = whole.everything() if spares else whole.all
+                spread = (lst[pods - 1][0], lst) if len(lst) >= pods else None
+            else:
+                blocks = sorted(whole.block)
+                spread = _spread([whole.with_spares(k) if spares else whole.block[k] for k in blocks], pods,
+                                 limit, [whole.block_times(k, spares) for k in blocks])
+            if spread is not None:
+                start = max(spread[0], floor, spread_at)
+                if best is None or (start, 1, 0) < best[:3]:
+                    best = (start, 1, 0, spread[1])
+        return best
 
     def _earliest_gang(self, pool: Pool, request: JobRequest, not_before: float, widen_at: float | None,
-                       avoid: frozenset[int], block_cap: int | None) -> Slot | None:
+                       avoid: frozenset[int], block_cap: int | None, spares_sooner: bool) -> Slot | None:
         g, pods = request.units_per_pod, request.pods
         level = request.topology_level
         if level is None or level >= TopologyLevel.CLUSTER:
@@ -423,49 +433,55 @@ class Timeline:
             spread_at = self.now             # it can never fit one block: it spreads at once (see placement)
         if (pool.uniform_cap == g and not avoid and domain_level is not None
                 and domain_level >= TopologyLevel.LEAF):
-            return self._earliest_whole(pool, pods, domain_level, spread_at, floor, limit)
-        for spares in (False, True):
-            if spares and not pool.has_spare:
-                break
-            best: tuple[float, int, list[tuple[float, int]]] | None = None
-            if domain_level is TopologyLevel.NODE:
-                groups: list[list[int]] = [[j] for j in range(len(pool.cap))]
-            elif domain_level is TopologyLevel.LEAF:
-                groups = [pool.leaves[k] for k in sorted(pool.leaves)]
+            return self._earliest_whole(pool, pods, domain_level, spread_at, floor, limit, spares_sooner)
+        best = _with_spares_if(spares_sooner, pool, floor, lambda spares: self._gang_best(
+            pool, g, pods, domain_level, spread_at, floor, limit, avoid, spares))
+        if best is None:
+            return None
+        start = best[0]
+        chosen = _latest_ready(pool, best[2], start, pods)
+        per_node: dict[int, int] = {}
+        for _, j in chosen:
+            per_node[j] = per_node.get(j, 0) + 1
+        slot_pods: list[tuple[int, tuple[int, ...]]] = []
+        for j in sorted(per_node):
+            units = self._units_at(pool, j, per_node[j] * g, start)
+            for k in range(per_node[j]):
+                slot_pods.append((j, units[k * g:(k + 1) * g]))
+        return Slot(pool.flavour, start, tuple(slot_pods))
+
+    def _gang_best(self, pool: Pool, g: int, pods: int, domain_level: TopologyLevel | None,
+                   spread_at: float | None, floor: float, limit: int | None, avoid: frozenset[int],
+                   spares: bool) -> tuple[float, int, list[tuple[float, int]]] | None:
+        """The earliest (start, spread, the domain's events) for a gang of ``pods`` × ``g`` units, on the nodes
+        without their spares or with them."""
+        best: tuple[float, int, list[tuple[float, int]]] | None = None
+        if domain_level is TopologyLevel.NODE:
+            groups: list[list[int]] = [[j] for j in range(len(pool.cap))]
+        elif domain_level is TopologyLevel.LEAF:
+            groups = [pool.leaves[k] for k in sorted(pool.leaves)]
+        else:
+            groups = [pool.blocks[k] for k in sorted(pool.blocks)]
+        for nodes in groups:
+            events = self._events(pool, nodes, g, spares, avoid)
+            if len(events) < pods:
+                continue
+            events.sort()
+            start = max(events[pods - 1][0], floor)
+            if best is None or start < best[0]:
+                best = (start, 0, events)
+        if spread_at is not None:
+            if limit is None:
+                events = sorted(self._events(pool, range(len(pool.cap)), g, spares, avoid))
+                spread = (events[pods - 1][0], events) if len(events) >= pods else None
             else:
-                groups = [pool.blocks[k] for k in sorted(pool.blocks)]
-            for nodes in groups:
-                events = self._events(pool, nodes, g, spares, avoid)
-                if len(events) < pods:
-                    continue
-                events.sort()
-                start = max(events[pods - 1][0], floor)
+                spread = _spread([sorted(self._events(pool, pool.blocks[k], g, spares, avoid))
+                                  for k in sorted(pool.blocks)], pods, limit)
+            if spread is not None:
+                start = max(spread[0], floor, spread_at)
                 if best is None or start < best[0]:
-                    best = (start, 0, events)
-            if spread_at is not None:
-                if limit is None:
-                    events = sorted(self._events(pool, range(len(pool.cap)), g, spares, avoid))
-                    spread = (events[pods - 1][0], events) if len(events) >= pods else None
-                else:
-                    spread = _spread([sorted(self._events(pool, pool.blocks[k], g, spares, avoid))
-                                      for k in sorted(pool.blocks)], pods, limit)
-                if spread is not None:
-                    start = max(spread[0], floor, spread_at)
-                    if best is None or start < best[0]:
-                        best = (start, 1, spread[1])
-            if best is not None and best[0] < INF:
-                start = best[0]
-                chosen = _latest_ready(pool, best[2], start, pods)
-                per_node: dict[int, int] = {}
-                for _, j in chosen:
-                    per_node[j] = per_node.get(j, 0) + 1
-                slot_pods: list[tuple[int, tuple[int, ...]]] = []
-                for j in sorted(per_node):
-                    units = self._units_at(pool, j, per_node[j] * g, start)
-                    for k in range(per_node[j]):
-                        slot_pods.append((j, units[k * g:(k + 1) * g]))
-                return Slot(pool.flavour, start, tuple(slot_pods))
-        return None
+                    best = (start, 1, spread[1])
+        return best
 
     # -- reservations ------------------------------------------------------------------------------------------
 
@@ -516,6 +532,26 @@ def _spread(per_block: list[list[tuple[float, int]]], pods: int, limit: int,
             low = mid + 1
     at = candidates[low]
     return at, sorted(e for b in top(at) for e in per_block[b])
+
+
+_Best = TypeVar("_Best", bound=tuple[Any, ...])
+
+
+def _with_spares_if(sooner: bool, pool: Pool, floor: float,
+                    best_of: Callable[[bool], _Best | None]) -> _Best | None:
+    """A gang's earliest slot (``best_of(spares)``, whose first item is its start) on the nodes without their hot
+    spares; with them when it never fits without, or (``sooner``) when they start it sooner. ``None``: no slot.
+
+    ``sooner`` is for a job waiting for victims a search chose as admission places (a spare when the gang fits
+    no other way now): its slot is where they leave. Planned off the spare, a later slot took the units of the
+    head's reservation (Hypothesis). Other plans keep spares last: counting every spare that starts a gang sooner
+    put estimates further from starts on 14 of 20 Tuesday seeds (docs/BENCHMARKS.md, session 38)."""
+    best = best_of(False)
+    if pool.has_spare and (best is None or best[0] == INF or (sooner and best[0] > floor)):
+        with_spares = best_of(True)
+        if with_spares is not None and (best is None or with_spares[0] < best[0]):
+            best = with_spares
+    return best if best is not None and best[0] < INF else None
 
 
 def _latest_ready(pool: Pool, events: list[tuple[float, int]], start: float,

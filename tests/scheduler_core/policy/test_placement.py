@@ -179,6 +179,13 @@ CASES = [
          .run(make_job("x").team("search").pods(1, 8), "b0-n00", started=-1000)
          .pending(make_job("g").pods(2, 8).required("leaf")).build(),
          0.0, [("reserve", "g", "b0-n00 b0-n01", 4 * H - 1000), ("wait", "g", "WaitingForCapacity", 1, 4 * H - 1000)]),
+    Case("... and a gang waiting for victims that leave a spare is planned there, not later on the nodes without it",
+         lambda: make_snapshot(make_cluster().block("b0", 2, spares=1)).team("fraud", h100=16).team("search", h100=16)
+         .run(make_job("x").team("search").pods(1, 8).non_preemptible(), "b0-n00", started=-1000)
+         .run(make_job("v").team("search").pods(1, 8), "b0-n01", started=-1000, terminating=True,
+              terminate_by=300.0, preempted_for="g")
+         .pending(make_job("g").pods(2, 4).non_preemptible()).build(),
+         0.0, [("reserve", "g", "b0-n01", 300.0), ("wait", "g", "PreemptingVictims", 1, 300.0)]),
     Case("a gang restarted after a failure takes its block's spare first",
          lambda: make_snapshot(make_cluster().block("b0", 4, spares=1).block("b1", 4, spares=1))
          .team("fraud", h100=64)
