@@ -72,7 +72,7 @@ class JobContexts:
 
     def _compact_in_reach(self, pending: PendingJob) -> bool:
         """Whether waiting out the window can give the gang its compact shape: enough blocks can be whole by the
-        window's end (``_clearable_blocks``: moves clear what they may shift, time limits end the rest), or the
+        window's end and hold it (``_clearable_pods``: moves clear what they may shift, time limits end the rest), or the
         timeline has the shape by then. Otherwise waiting would only idle the GPUs the gang could run on, and it
         may take one block more at once: every block is short a node in repair or holds work no move shifts
         past the window (Tuesday seed 24, docs/scheduling.md). A gang broken by a failure counts the timeline
@@ -89,7 +89,7 @@ class JobContexts:
             if fewest is None:
                 return True
             if pending.restart_block is None:
-                if self._clearable_blocks(pool, request, deadline) >= fewest:
+                if self._clearable_pods(pool, request, deadline, fewest) >= request.pods:
                     return True
             elif fewest < 2:
                 return True
@@ -99,13 +99,19 @@ class JobContexts:
                 return True
         return False
 
-    def _clearable_blocks(self, pool: Pool, request: JobRequest, deadline: float) -> int:
-        """Blocks of ``pool`` that can be whole for ``request`` by ``deadline``: no node out, and every job on
-        them either one the move stage may shift for it (``Preemptor._movable``: preemptible, not critical, at
-        most half the gang's size; none when moves are off) or due to end by then (its time limit, a promise)."""
+    def _clearable_pods(self, pool: Pool, request: JobRequest, deadline: float, fewest: int) -> int:
+        """Pods of ``request`` the ``fewest`` largest blocks of ``pool`` that can be whole by ``deadline`` hold: no
+        node out, and every job on them either one the move stage may shift for it (``Preemptor._movable``:
+        preemptible, not critical, at most half the gang's size; none when moves are off) or due to end by then
+        (its time limit, a promise). Counted in pods, not blocks: a smaller block, whole, does not hold the gang's
+        share (a 3-node gang on blocks of 3, 2 and 2 nodes, the 3-node one with a node out, was told its compact
+        shape was in reach and never planned: Hypothesis, docs/BENCHMARKS.md, session 38)."""
         movable = request.units // 2 if self.config.migrate_max_moves > 0 else -1
         ends = self._unmovable_ends(pool, movable)
-        return sum(1 for b in pool.blocks if b not in pool.broken and ends.get(b, deadline) <= deadline)
+        g = request.units_per_pod
+        holds = sorted((sum(pool.cap[j] // g for j in nodes) for b, nodes in pool.blocks.items()
+                        if b not in pool.broken and ends.get(b, deadline) <= deadline), reverse=True)
+        return sum(holds[:fewest])
 
     def _unmovable_ends(self, pool: Pool, movable: int) -> dict[int, float]:
         """Per block of ``pool``: the latest promised end (``job_end``) of the jobs on it that a gang moving jobs

@@ -186,6 +186,12 @@ CASES = [
               terminate_by=300.0, preempted_for="g")
          .pending(make_job("g").pods(2, 4).non_preemptible()).build(),
          0.0, [("reserve", "g", "b0-n01", 300.0), ("wait", "g", "PreemptingVictims", 1, 300.0)]),
+    Case("a block-sized preferred gang whose only block large enough has a node out spreads at once: the smaller "
+         "blocks, whole, do not hold it",
+         lambda: make_snapshot(make_cluster().block("b0", 3, per_leaf=2).block("b1", 2, per_leaf=2)
+                               .block("b2", 2, per_leaf=2).health("b0-n00", "suspect")).team("fraud", h100=24)
+         .pending(make_job("g").pods(3, 8).preferred("leaf").non_preemptible()).build(),
+         0.0, [("admit", "g", "nominal", "b0-n01:0-7 b0-n02:0-7 b1-n00:0-7")]),
     Case("a gang restarted after a failure takes its block's spare first",
          lambda: make_snapshot(make_cluster().block("b0", 4, spares=1).block("b1", 4, spares=1))
          .team("fraud", h100=64)
