@@ -98,13 +98,17 @@ class Pool:
         clone.holds = {}
         return clone
 
+    def pods_in_block(self, b: int, units_per_pod: int) -> int:
+        """Pods of ``units_per_pod`` units block ``b`` holds when every node of it (spares included) is free."""
+        return sum(self.cap[j] // units_per_pod for j in self.blocks[b])
+
     def block_pods(self, units_per_pod: int) -> int:
-        """Pods of ``units_per_pod`` units the largest block holds when every node of it (spares included) is
-        free: how many blocks a gang needs at the least is ``ceil(pods / block_pods)``."""
+        """Pods the largest block holds (``pods_in_block``): how many blocks a gang needs at the least is
+        ``ceil(pods / block_pods)``."""
         hit = self._block_pods.get(units_per_pod)
         if hit is None:
             hit = self._block_pods[units_per_pod] = max(
-                (sum(self.cap[j] // units_per_pod for j in nodes) for nodes in self.blocks.values()), default=0)
+                (self.pods_in_block(b, units_per_pod) for b in self.blocks), default=0)
         return hit
 
     def max_blocks(self, request: JobRequest) -> int | None:

@@ -108,8 +108,7 @@ class JobContexts:
         shape was in reach and never planned: Hypothesis, docs/BENCHMARKS.md, session 38)."""
         movable = request.units // 2 if self.config.migrate_max_moves > 0 else -1
         ends = self._unmovable_ends(pool, movable)
-        g = request.units_per_pod
-        holds = sorted((sum(pool.cap[j] // g for j in nodes) for b, nodes in pool.blocks.items()
+        holds = sorted((pool.pods_in_block(b, request.units_per_pod) for b in pool.blocks
                         if b not in pool.broken and ends.get(b, deadline) <= deadline), reverse=True)
         return sum(holds[:fewest])
 
