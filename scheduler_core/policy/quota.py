@@ -30,7 +30,7 @@ from ..model.job import JobKind, PriorityClass
 from .decisions import Reason
 from ..model.team import Quota
 from .record import record
-from .snapshot import AdmittedAs, JobRequest, RunningJob, TeamState
+from .snapshot import AdmittedAs, JobRequest, PolicyConfig, RunningJob, TeamState
 
 
 def may_borrow(request: JobRequest) -> bool:
@@ -368,6 +368,23 @@ class QuotaLedger:
             message += (f"; or borrows while cohort {cohort!r} keeps {floor} of its {cohort_nominal} {flavour} "
                         f"free to lend")
         return Verdict(None, Reason.QUOTA_FULL, message, unreclaimable=unreclaimable)
+
+
+def unreclaimable_share(request: JobRequest, config: PolicyConfig, awaited: bool) -> float:
+    """The share of its cohort's nominal quota that must stay free to lend after a non-preemptible ``request``
+    borrows (1: it may not). A loan no reclaim ends costs the lenders its units for as long as the job may run: a
+    job of a one-hour limit locks a twelfth of what one of twelve hours does, so it needs a twelfth of the kept
+    share (``PolicyConfig.unreclaimable_borrow_free_share`` at ``unreclaimable_borrow_full_after_s`` and
+    beyond). Lenders that come back meanwhile start on free units (``QuotaLedger.verdict``), which the short loans
+    leave more of than the half-idle rule assumed. ``awaited``: a preemptible job that quota held back waits in
+    the cohort for the flavour (``WorkingCopy.quota_awaited``); it borrows next, and any loan that cannot be
+    recalled stands in its way for the whole of its limit, so the job needs the whole share: a reclaimed 1,024-GPU
+    gang, or a 64-GPU borrower of a small pool, waited hours for the pool such loans held (docs/BENCHMARKS.md,
+    session 36)."""
+    share = config.unreclaimable_borrow_free_share
+    if share >= 1.0 or awaited:
+        return min(share, 1.0)
+    return share * min(1.0, request.time_limit_s / config.unreclaimable_borrow_full_after_s)
 
 
 def cohort_full_message(cohort: str, flavour: str, borrowed: int, room: int, owed: int) -> str:

@@ -250,8 +250,14 @@ class PolicyConfig:
     avoid_nodes_for_s: float = 1800.0
     #: Non-preemptible work (not notebooks) may borrow above its team's nominal only while, after it, the cohort
     #: keeps at least this share of its nominal quota of the flavour free to lend (``1``: never). Such units are
-    #: not reclaimable until the job ends: the share keeps the lenders' own work room beside them.
+    #: not reclaimable until the job ends: the share keeps the lenders' own work room beside them. A job whose
+    #: time limit is shorter than ``unreclaimable_borrow_full_after_s`` needs that much less of it kept, unless a
+    #: preemptible borrower that quota held back waits in the cohort (``quota.unreclaimable_share``).
     unreclaimable_borrow_free_share: float = 0.5
+    #: The time limit from which a non-preemptible borrower needs the whole ``unreclaimable_borrow_free_share``
+    #: kept free: a loan no reclaim can end costs the lenders its units for as long as it may run, so the cohort
+    #: keeps free in proportion to that, up to the share for a loan that outlasts the office day.
+    unreclaimable_borrow_full_after_s: float = 12 * 3600.0
 
 
 #: Ratios a (team, kind) needs before its own history speaks for it instead of its kind's.

@@ -154,7 +154,7 @@ class Explainer:
             if quota_reason is not None:
                 clock = self.work.quota_clock() if guess is None else guess.clock
                 quota_free = clock.free_at(request, flavour, quota_reason, option.nominal_only,
-                                           self.config.unreclaimable_borrow_free_share)
+                                           self.work.kept_share(request, flavour))
                 if option.by_relabel:
                     # In as nominal once the cohort can lend for the relabelled work: when it could lend to
                     # the job itself, were it preemptible (the same units above the team's nominal).

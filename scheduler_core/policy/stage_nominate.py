@@ -195,14 +195,13 @@ class Nominator:
         let it in only as a borrower, it is first offered its team's nominal, relabelling the team's own newer
         preemptible work borrowed (see :meth:`_nominal_room`)."""
         held = self.work.held
-        share = self.work.snapshot.config.unreclaimable_borrow_free_share
         options: list[QuotaOption] = []
         refused: list[PlanOption] = []
         best: RefusalReason | None = None
         for index, pool in enumerate(pools):
             f = pool.flavour
             verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra,
-                                               share)
+                                               1.0 if request.preemptible else self.work.kept_share(request, f))
             if verdict.admitted_as is not None:
                 if starving and verdict.admitted_as is AdmittedAs.BORROWED:
                     room = self._nominal_room(request, f)

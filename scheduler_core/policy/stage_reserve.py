@@ -137,7 +137,7 @@ class Reserver:
             flavour, reason = option.flavour, option.quota_reason
             if flavour not in self.work.cap.pools or reason is None:
                 continue
-            share = (self.config.unreclaimable_borrow_free_share
+            share = (self.work.kept_share(request, flavour)
                      if team is not None and request.units > team.nominal(flavour) else 1.0)
             quota_free = self.work.quota_clock().free_at(request, flavour, reason, option.nominal_only, share)
             if quota_free is None:

@@ -21,7 +21,7 @@ from .carried import Working
 from .decisions import Admit, Preempt, Relabel, Reserve
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .placement import occupy
-from .quota import EndRow, QuotaClock, QuotaEnds, QuotaLedger
+from .quota import EndRow, QuotaClock, QuotaEnds, QuotaLedger, unreclaimable_share
 from .record import record
 from .reservation import Slot, Timeline, add_holds, job_end
 from .snapshot import AdmittedAs, JobRequest, Placement, PolicyConfig, RunningJob, Snapshot
@@ -142,6 +142,7 @@ class WorkingCopy:
         self.released: list[tuple[RunningJob, float]] = []
         #: Moved by every verb: a stage may keep what it worked out from the copy while this stays the same.
         self.version = 0
+        self._awaited: frozenset[tuple[str, str]] | None = None
 
     def _tally_running(self) -> None:
         """Each team's allocation, and the jobs already leaving (and for whom)."""
@@ -313,6 +314,24 @@ class WorkingCopy:
         self._holdings.append(_Holding(end, team, flavour, units))
         if self._clock is not None:
             self._clock.add(end, team, flavour, units)
+
+    def kept_share(self, request: JobRequest, flavour: str) -> float:
+        """What a non-preemptible ``request`` must leave its cohort free to lend after borrowing ``flavour``
+        (``quota.unreclaimable_share``): the quota verdict, the reservation and the estimate ask the same."""
+        state = self.snapshot.teams.get(request.team)
+        awaited = state is not None and (state.cohort, flavour) in self.quota_awaited()
+        return unreclaimable_share(request, self.config, awaited)
+
+    def quota_awaited(self) -> frozenset[tuple[str, str]]:
+        """(cohort, flavour) where a preemptible job waits that quota held back at the last pass
+        (``PendingJob.quota_held_after_s``): worked out once a pass, when a non-preemptible job first asks."""
+        if self._awaited is None:
+            teams = self.snapshot.teams
+            self._awaited = frozenset(
+                (teams[p.request.team].cohort, f) for p in self.snapshot.pending
+                if p.quota_held_after_s is not None and p.request.preemptible and p.request.team in teams
+                for f in p.request.flavours)
+        return self._awaited
 
     def quota_clock(self) -> QuotaClock:
         """When quota frees up: built on first use from the pass's starting point (the running jobs' sorted quota

@@ -4,8 +4,8 @@
 * a gang is admitted whole (every pod, one flavour it asked for) or not at all;
 * no team runs above nominal + borrowing limit, and no team lends more than its lending limit;
 * only preemptible work and notebooks borrow, and other non-preemptible work only while the cohort keeps
-  ``unreclaimable_borrow_free_share`` of its nominal free; non-preemptible work is never preempted (but as
-  scavenger);
+  ``quota.unreclaimable_share`` of its nominal free (the configured share, less for a short time limit);
+  non-preemptible work is never preempted (but as scavenger);
 * every job that does not start has exactly one reason and a queue position;
 * a job keeps off the nodes it left (``avoid_nodes``) for ``avoid_nodes_for_s``, and then may use them
   (liveness: ``test_liveness``);
@@ -31,7 +31,7 @@ from scheduler_core.model.job import JobKind, TopologyLevel
 from scheduler_core.policy.cycle import run_cycle
 from scheduler_core.policy.decisions import CycleResult, Reason
 from scheduler_core.policy.preemption import is_scavenger
-from scheduler_core.policy.quota import may_borrow
+from scheduler_core.policy.quota import may_borrow, unreclaimable_share
 from scheduler_core.policy.snapshot import (AdmittedAs, JobRequest, PendingJob, RunningJob, Snapshot, TeamState)
 
 from .builders import H, make_cluster, make_job
@@ -203,7 +203,6 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
     relabelled = {r.job_id for r in result.relabels}
     nominal_usage = quota_usage(r for r in snap.running
                                 if r.admitted_as is AdmittedAs.NOMINAL and r.request.id not in relabelled)
-    share = snap.config.unreclaimable_borrow_free_share
     for a in result.admits:
         request = pending[a.job_id].request
         if a.admitted_as is AdmittedAs.SCAVENGER:
@@ -219,6 +218,7 @@ def check_cycle(snap: Snapshot, result: CycleResult) -> None:
         assert pool >= 0, (a, request, pool)
         if not (request.preemptible or request.kind is JobKind.NOTEBOOK):
             nominal = sum(t.nominal(a.placement.flavour) for t in snap.teams.values() if t.cohort == cohort)
+            share = unreclaimable_share(request, snap.config, awaited=False)   # the least it keeps
             assert share < 1 and pool >= math.ceil(share * nominal), (a, request, pool, nominal)
     # Preemption goes strictly down the bands, never on a job already leaving, never on non-preemptible work
     # (a borrowed notebook included) unless it runs as scavenger.

@@ -3,6 +3,7 @@ attained service), as tables of whole decision lists."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, NamedTuple
 
 import pytest
@@ -87,14 +88,30 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=(0, 64)).team("search", h100=(16, None, 4))
          .pending(make_job("big").pods(1, 8), make_job("small").pods(1, 4).submitted(1)).build(),
          0.0, [("admit", "small", "borrowed", "b0-n00:0-3"), ("wait", "big", "CohortFull", 1, None)]),
-    Case("non-preemptible work borrows while half the cohort's nominal stays free to lend after it",
+    Case("non-preemptible work of a 12-hour limit borrows while half the cohort's nominal stays free after it",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
-         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         .pending(make_job("a").pods(1, 8).non_preemptible().limit(12 * H)).build(),
          0.0, [("admit", "a", "borrowed", "b0-n00:0-7")]),
     Case("... and waits while less would stay free (24 of 32 would leave 8, under half)",
          lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
-         .pending(make_job("a").pods(3, 8).non_preemptible()).build(),
+         .pending(make_job("a").pods(3, 8).non_preemptible().limit(12 * H)).build(),
          0.0, [("wait", "a", "QuotaFull", 1, None)]),
+    Case("... but a 4-hour job needs a third of that kept (a sixth of 32: 6), so it borrows 24 of 32",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
+         .pending(make_job("a").pods(3, 8).non_preemptible().limit(4 * H)).build(),
+         0.0, [("admit", "a", "borrowed", "b0-n00:0-7 b0-n01:0-7 b0-n02:0-7")]),
+    Case("... and one that would leave none (search uses 8 of its 32 itself) waits, reserved from when it would not",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32)
+         .run(make_job("s").team("search").pods(1, 8), "b1-n00", started=-4000)
+         .pending(make_job("a").pods(3, 8).non_preemptible().limit(4 * H)).build(),
+         0.0, [("reserve", "a", "b0-n00 b0-n01 b0-n02", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
+    Case("... but a preemptible job quota held back at the last pass waits in the cohort: the loan that would leave it "
+         "short keeps the whole half, and the waiting borrower starts (without it: a starts, w reserved from 4 h)",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=0).team("search", h100=32).team("ads", h100=0)
+         .pending(make_job("a").team("ads").pods(3, 8).non_preemptible().limit(4 * H),
+                  replace(make_job("w").pods(4, 8).submitted(1).pending(), quota_held_after_s=0.0)).build(),
+         0.0, [("admit", "w", "borrowed", "b0-n00:0-7 b0-n01:0-7 b0-n02:0-7 b0-n03:0-7"),
+               ("wait", "a", "QuotaFull", 1, None)]),
     Case("... and never with a share of 1",
          lambda: make_snapshot(two_blocks()).config(unreclaimable_borrow_free_share=1.0)
          .team("fraud", h100=0).team("search", h100=32)
@@ -125,7 +142,7 @@ QUOTA = [
          lambda: make_snapshot(two_blocks()).team("fraud", h100=16).team("search", h100=48)
          .run(make_job("r").pods(2, 8), ["b0-n00", "b0-n01"], admitted="borrowed", started=-4000)
          .run(make_job("q").pods(2, 8).non_preemptible(), ["b0-n02", "b0-n03"], started=-4000)
-         .pending(make_job("a").pods(1, 8).non_preemptible()).build(),
+         .pending(make_job("a").pods(1, 8).non_preemptible().limit(12 * H)).build(),
          0.0, [("reserve", "a", "b0-n00", 4 * H - 4000), ("wait", "a", "QuotaFull", 1, 4 * H - 4000)]),
     Case("a job that ends before its team's reserved job starts has the nominal that job will need, though a longer "
          "one of its shape, which would still run then, waits for it (it was once told the longer one's answer)",
@@ -172,7 +189,8 @@ QUOTA = [
          .pending(make_job("a").pods(2, 8).preferred("leaf").non_preemptible()).build(),
          0.0, [("reserve", "a", "b0-n01 b0-n03", 300.0), ("wait", "a", "WaitingForTopology", 1, 300.0)]),
     Case("... nor when a reserved non-preemptible job of the team needs that nominal before this one would end",
-         lambda: make_snapshot(two_blocks()).team("fraud", h100=24).team("search", h100=40)
+         lambda: make_snapshot(two_blocks()).config(unreclaimable_borrow_full_after_s=60.0)
+         .team("fraud", h100=24).team("search", h100=40)
          .run(make_job("q").pods(1, 8), "b0-n00", started=-3000)
          .run(make_job("n1").pods(1, 8).non_preemptible(), "b0-n01", started=-4 * H + 1800)
          .run(make_job("n2").pods(1, 8).non_preemptible(), "b0-n02", started=-4 * H + 1800)
@@ -189,8 +207,8 @@ QUOTA = [
     Case("a non-preemptible job larger than its team's nominal, which may borrow only while the cohort keeps half its "
          "nominal free to lend, is reserved for when it will (b's 8 borrowed come back at 1 h); Hypothesis found it "
          "told no start at all",
-         lambda: make_snapshot(make_cluster().block("b0", 2)).team("fraud", h100=6).team("search", h100=20)
-         .team("ads", h100=8)
+         lambda: make_snapshot(make_cluster().block("b0", 2)).config(unreclaimable_borrow_full_after_s=60.0)
+         .team("fraud", h100=6).team("search", h100=20).team("ads", h100=8)
          .run(make_job("n").pods(1, 1).non_preemptible().limit(H), "b0-n00")
          .run(make_job("m").pods(1, 1).non_preemptible().limit(H), "b0-n00")
          .run(make_job("b").pods(1, 8).non_preemptible().limit(H), "b0-n01", admitted="borrowed")
@@ -198,7 +216,7 @@ QUOTA = [
          600.0, [("reserve", "big", "b0-n00", H), ("wait", "big", "QuotaFull", 1, H)]),
     Case("... a smaller one is told when the cohort will be that idle (search's 16 end at 1 h), though only its nominal "
          "(at 2 h) would reserve it (here no job holds a reservation)",
-         lambda: make_snapshot(make_cluster().block("b0", 4)).config(max_reservations=0)
+         lambda: make_snapshot(make_cluster().block("b0", 4)).config(max_reservations=0, unreclaimable_borrow_full_after_s=60.0)
          .team("fraud", h100=6).team("search", h100=20).team("ads", h100=8)
          .run(make_job("n").pods(1, 6).non_preemptible().limit(2 * H), "b0-n00")
          .run(make_job("s").team("search").pods(2, 8).limit(H), ["b0-n01", "b0-n02"])
