@@ -201,7 +201,7 @@ class Nominator:
         for index, pool in enumerate(pools):
             f = pool.flavour
             verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra,
-                                               1.0 if request.preemptible else self.work.kept_share(request, f))
+                                               self.work.kept_share(request, f))
             if verdict.admitted_as is not None:
                 if starving and verdict.admitted_as is AdmittedAs.BORROWED:
                     room = self._nominal_room(request, f)

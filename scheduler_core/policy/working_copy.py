@@ -21,7 +21,7 @@ from .carried import Working
 from .decisions import Admit, Preempt, Relabel, Reserve
 from .fairshare import cluster_capacity, dominant_share, request_rates
 from .placement import occupy
-from .quota import EndRow, QuotaClock, QuotaEnds, QuotaLedger, unreclaimable_share
+from .quota import EndRow, QuotaClock, QuotaEnds, QuotaLedger, may_borrow, unreclaimable_share
 from .record import record
 from .reservation import Slot, Timeline, add_holds, job_end
 from .snapshot import AdmittedAs, JobRequest, Placement, PolicyConfig, RunningJob, Snapshot
@@ -317,7 +317,11 @@ class WorkingCopy:
 
     def kept_share(self, request: JobRequest, flavour: str) -> float:
         """What a non-preemptible ``request`` must leave its cohort free to lend after borrowing ``flavour``
-        (``quota.unreclaimable_share``): the quota verdict, the reservation and the estimate ask the same."""
+        (``quota.unreclaimable_share``): the quota verdict, the reservation and the estimate ask the same. Work that
+        gives borrowed units back (``quota.may_borrow``) gets 1 without a look at the queue: the ledger and the clock
+        do not read the share for it, and the estimate asks for every waiting job."""
+        if may_borrow(request):
+            return 1.0
         state = self.snapshot.teams.get(request.team)
         awaited = state is not None and (state.cohort, flavour) in self.quota_awaited()
         return unreclaimable_share(request, self.config, awaited)
