@@ -60,8 +60,9 @@ class Held:
 
 
 class WasteLedger:
-    """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them; and
-    how long such jobs waited, by "flavour/reason" (``fitting_wait_hours_by_reason``)."""
+    """Idle GPU-seconds while fitting work waited, split evenly among the jobs that would have fitted them, each
+    job's share also by the reason it waited for at the time (``by_reason``); and how long such jobs waited, by
+    "flavour/reason" (``fitting_wait_hours_by_reason``)."""
 
     def __init__(self, units_per_gpu: Mapping[str, int], *, explain: bool = True) -> None:
         """``explain``: keep the split by job and by holder as well (``--explain-waste``); without it only the
@@ -69,10 +70,13 @@ class WasteLedger:
         self.units_per_gpu = units_per_gpu
         self.explains = explain
         self.gpu_s: dict[str, float] = {}
+        #: Each job's share by the reason it waited for while it accrued: a job's last reason alone misnames
+        #: a wait spent mostly on another (a gang that waited an hour for capacity, then 40 s for its victims).
+        self.by_reason: dict[str, dict[str, float]] = {}
         #: Each job's last fitting wait: its flavour and the policy's ``Wait``.
         self.why: dict[str, tuple[str, Wait]] = {}
         self.wait_s: dict[str, float] = {}
-        self._shares: list[tuple[str, float]] = []
+        self._shares: list[tuple[str, str, float]] = []
         self._reasons: set[str] = set()
         #: GPU-seconds by holder, and by reserved job and the reason it waited for then (a job may hold nodes
         #: first for capacity, then for its victims to leave), with the flavour and the last wait of each.
@@ -84,7 +88,7 @@ class WasteLedger:
     def open(self, fitting: Mapping[str, Sequence[tuple[str, Wait]]], idle_units: Mapping[str, int]) -> None:
         """From now until the next ``charge``, ``idle_units`` of each flavour wait on its ``fitting`` jobs
         (each named by its workload id, with its wait)."""
-        shares: list[tuple[str, float]] = []
+        shares: list[tuple[str, str, float]] = []
         reasons: set[str] = set()
         why = self.why
         for flavour, waits in fitting.items():
@@ -95,7 +99,7 @@ class WasteLedger:
                 continue
             share = max(0, idle_units.get(flavour, 0)) / self.units_per_gpu.get(flavour, 1) / len(waits)
             for job_id, wait in waits:
-                shares.append((job_id, share))
+                shares.append((job_id, wait.reason.value, share))
                 why[job_id] = (flavour, wait)
         self._shares = shares
         self._reasons = reasons
@@ -116,9 +120,11 @@ class WasteLedger:
 
     def charge(self, seconds: float) -> None:
         """The spans opened last lasted ``seconds``."""
-        gpu_s = self.gpu_s
-        for job_id, share in self._shares:
+        gpu_s, by_reason = self.gpu_s, self.by_reason
+        for job_id, reason, share in self._shares:
             gpu_s[job_id] = gpu_s.get(job_id, 0.0) + share * seconds
+            split = by_reason.setdefault(job_id, {})
+            split[reason] = split.get(reason, 0.0) + share * seconds
         for key in self._reasons:
             self.wait_s[key] = self.wait_s.get(key, 0.0) + seconds
         for holder, reserved_for, gpus in self._held:
@@ -160,7 +166,9 @@ def explain(record: RunRecord, count: int = 20) -> list[dict[str, Any]]:
             "admitted_h": [hours(a.at) for a in log.admissions] if log else [],
             "interrupted_h": [[hours(i.at), i.cause] for i in log.interruptions] if log else [],
             "flavour": waste.flavour, "reason": waste.reason, "message": waste.message,
-            "idle_gpu_hours": round(waste.gpu_s / 3600, 1)})
+            "idle_gpu_hours": round(waste.gpu_s / 3600, 1),
+            "idle_gpu_hours_by_reason": {reason: round(gpu_s / 3600, 1) for reason, gpu_s in sorted(
+                ledger.by_reason.get(waste.job_id, {}).items(), key=lambda item: (-item[1], item[0]))}})
     return rows
 
 
@@ -189,12 +197,14 @@ def explain_markdown(record: RunRecord, count: int = 20) -> str:
     total = sum(record.waste.gpu_s.values()) / 3600 if record.waste is not None else 0.0
     lines = [f"Idle GPU-hours while fitting work waited, by the waiting jobs that would have fitted them "
              f"({total:,.0f} GPU-h shared out; the top {len(rows)}):", "",
-             "| job | team | kind | GPUs | submitted (h) | flavour | reason | idle GPU-h | last message |",
-             "|---|---|---|---:|---:|---|---|---:|---|"]
+             "| job | team | kind | GPUs | submitted (h) | flavour | last reason | idle GPU-h | by reason "
+             "| last message |",
+             "|---|---|---|---:|---:|---|---|---:|---|---|"]
     for row in rows:
         message = str(row["message"]).replace("|", "/")
+        split = ", ".join(f"{reason} {hours:,.1f}" for reason, hours in row["idle_gpu_hours_by_reason"].items())
         lines.append(f"| {row['job']} | {row['team']} | {row['kind']} | {row['gpus']:g} | {row['submitted_h']} "
-                     f"| {row['flavour']} | {row['reason']} | {row['idle_gpu_hours']:,.1f} | {message} |")
+                     f"| {row['flavour']} | {row['reason']} | {row['idle_gpu_hours']:,.1f} | {split} | {message} |")
     held = explain_holders(record, count)
     lines += ["", "The same idle GPU-hours by what held them:", "", "| held by | idle GPU-h |", "|---|---:|"]
     lines += [f"| {holder} | {hours:,.1f} |" for holder, hours in held["by_holder"].items()]

@@ -114,6 +114,7 @@ def test_the_idle_gpus_of_fitting_waits_are_shared_out_among_the_jobs_that_waite
     log = next(job for job in record.jobs if job.id == top[0]["job"])
     assert top[0]["admitted_h"] == [round((a.at - record.window[0]) / 3600, 2) for a in log.admissions]
     assert len(top[0]["admitted_h"]) == 1 and top[0]["interrupted_h"] == []
+    assert sum(top[0]["idle_gpu_hours_by_reason"].values()) == pytest.approx(top[0]["idle_gpu_hours"], abs=0.1)
     assert summarise(record)["fitting_wait_hours_by_reason"]          # the same ledger times the waits
 
 
@@ -172,6 +173,18 @@ def test_a_reservation_s_idle_gpus_are_told_per_reason_it_waited_for() -> None:
     assert ledger.reserved_s == {("gang", "WaitingForCapacity"): 16 * 3600.0, ("gang", "PreemptingVictims"): 8 * 600.0}
     assert ledger.held_s == {Holder.RESERVED: 16 * 3600.0 + 8 * 600.0}
     assert ledger.reserved_why[("gang", "PreemptingVictims")][1].message == "PreemptingVictims"
+
+
+def test_a_job_s_idle_gpus_are_told_per_reason_it_waited_for() -> None:
+    # A gang shares 16 idle GPUs for an hour waiting for its cohort, then 8 for a minute waiting for its victims:
+    # its last reason is PreemptingVictims, yet nearly all its share was spent on CohortFull.
+    ledger = WasteLedger({"h100": 1})
+    for units, seconds, reason in [(16, 3600.0, Reason.COHORT_FULL), (8, 60.0, Reason.PREEMPTING_VICTIMS)]:
+        ledger.open({"h100": [("gang", Wait("g", reason, str(reason), 1))]}, {"h100": units})
+        ledger.charge(seconds)
+    assert ledger.by_reason == {"gang": {"CohortFull": 16 * 3600.0, "PreemptingVictims": 8 * 60.0}}
+    assert ledger.gpu_s["gang"] == sum(ledger.by_reason["gang"].values())
+    assert ledger.top(1)[0].reason == "PreemptingVictims"
 
 
 def test_planning_estimates_on_a_cadence_changes_no_decision() -> None:
