@@ -69,7 +69,6 @@ class WasteLedger:
         wait hours by reason are kept, and a replay of a long queue does not pay for a share per waiting job."""
         self.units_per_gpu = units_per_gpu
         self.explains = explain
-        self.gpu_s: dict[str, float] = {}
         #: Each job's share by the reason it waited for while it accrued: a job's last reason alone misnames
         #: a wait spent mostly on another (a gang that waited an hour for capacity, then 40 s for its victims).
         self.by_reason: dict[str, dict[str, float]] = {}
@@ -120,9 +119,8 @@ class WasteLedger:
 
     def charge(self, seconds: float) -> None:
         """The spans opened last lasted ``seconds``."""
-        gpu_s, by_reason = self.gpu_s, self.by_reason
+        by_reason = self.by_reason
         for job_id, reason, share in self._shares:
-            gpu_s[job_id] = gpu_s.get(job_id, 0.0) + share * seconds
             split = by_reason.setdefault(job_id, {})
             split[reason] = split.get(reason, 0.0) + share * seconds
         for key in self._reasons:
@@ -131,6 +129,11 @@ class WasteLedger:
             self.held_s[holder] = self.held_s.get(holder, 0.0) + gpus * seconds
             if reserved_for is not None:
                 self.reserved_s[reserved_for] = self.reserved_s.get(reserved_for, 0.0) + gpus * seconds
+
+    @property
+    def gpu_s(self) -> dict[str, float]:
+        """Each job's whole share, GPU-seconds."""
+        return {job_id: sum(split.values()) for job_id, split in self.by_reason.items()}
 
     def top(self, count: int) -> list[Waste]:
         """The ``count`` jobs with the largest shares, largest first."""
