@@ -122,11 +122,11 @@ class _Cycle:
         # a. A job just like one that already waits this cycle waits too: quota and free units only shrink
         #    within a cycle and reservations only grow, so the first answer holds (equivalence classes).
         klass = None
-        starving = self.contexts.starving_gang(pending)
+        nominal_first = self.contexts.nominal_first(pending)
         if pending.restart_block is None and not pending.avoid_nodes and request.id not in self.work.victims_for:
             widened = True if request.topology_level is None else self.contexts.widened(pending)
             klass = (request.team, request.shape, request.priority_class, request.preemptible, may_borrow(request),
-                     widened, self.contexts.block_cap(pending), starving)
+                     widened, self.contexts.block_cap(pending), nominal_first)
             known = self._classes.get(klass)
             if (known is not None and request.time_limit_s >= known.min_limit
                     and (known.quota is None or known.quota == self.work.quota_state(request))):
@@ -134,7 +134,7 @@ class _Cycle:
                 return
         # b. Reserved jobs' quota counts against a job that would still run when they start.
         self.work.overlap(request)
-        outcome = self._process(pending, starving)
+        outcome = self._process(pending, nominal_first)
         if klass is not None and outcome is not None:
             self._classes[klass] = outcome
 
@@ -149,8 +149,8 @@ class _Cycle:
             else:
                 self.reserve.after_quota(pending, waiting, known.refused)
 
-    def _process(self, pending: PendingJob, starving: bool) -> _Class | None:
-        """Handle one job (``starving``: see ``JobContexts.starving_gang``); returns what a job of the same class
+    def _process(self, pending: PendingJob, nominal_first: bool) -> _Class | None:
+        """Handle one job (``nominal_first``: see ``JobContexts.nominal_first``); returns what a job of the same class
         would get, when it simply waits."""
         request = pending.request
         quota = self.work.quota_state(request)
@@ -162,7 +162,7 @@ class _Cycle:
         if inflight:
             self.preempt.claimed.update(v.request.id for v in inflight)
         # c. Quota on each flavour, in the job's order of preference.
-        nominated = self.nominate.quota(request, pools.pools, starving=starving)
+        nominated = self.nominate.quota(request, pools.pools, nominal_first=nominal_first)
         if not nominated.options:
             return self._refuse_by_quota(pending, quota, nominated)
         ctx = self.contexts.context(pending)

@@ -186,14 +186,15 @@ class Nominator:
             return ShapedPools([], f"no node has {request.units_per_pod} units of {' or '.join(f for f, _ in pools)}")
         return ShapedPools(shaped, None)
 
-    def quota(self, request: JobRequest, pools: list[Pool], *, starving: bool = False) -> QuotaNomination:
+    def quota(self, request: JobRequest, pools: list[Pool], *, nominal_first: bool = False) -> QuotaNomination:
         """What quota says on each flavour, in the job's order of preference: the flavours it may use (some only
         once its team's own preemptible jobs give it their nominal quota; a non-preemptible job's also borrowed,
         while the cohort keeps enough idle, see ``QuotaLedger.verdict``), those refused that the plan may
         start it on later, and the most promising refusal. Counts the reservations' quota the job overlaps
-        (``WorkingCopy.held``). ``starving``: a gang that has waited ``starvation_after_s``; where quota would
-        let it in only as a borrower, it is first offered its team's nominal, relabelling the team's own newer
-        preemptible work borrowed (see :meth:`_nominal_room`)."""
+        (``WorkingCopy.held``). ``nominal_first``: a gang that has waited ``starvation_after_s`` or is as large
+        as a block (``JobContexts.nominal_first``); where quota would let it in only as a borrower, it is first
+        offered its team's nominal, relabelling the team's own newer preemptible work borrowed (see
+        :meth:`_nominal_room`)."""
         held = self.work.held
         options: list[QuotaOption] = []
         refused: list[PlanOption] = []
@@ -203,7 +204,7 @@ class Nominator:
             verdict = self.work.ledger.verdict(request, f, held.extra, held.nominal_only_keys, held.nominal_extra,
                                                self.work.kept_share(request, f))
             if verdict.admitted_as is not None:
-                if starving and verdict.admitted_as is AdmittedAs.BORROWED:
+                if nominal_first and verdict.admitted_as is AdmittedAs.BORROWED:
                     room = self._nominal_room(request, f)
                     if room is not None and room.verdict is not None:
                         options.append(QuotaOption(f, pool, room.verdict, relabel=room.jobs))
@@ -230,9 +231,9 @@ class Nominator:
 
     def _nominal_room(self, request: JobRequest, flavour: str) -> _NominalRoom | None:
         """For a job whose team's nominal quota is held by the team's own preemptible work — a non-preemptible
-        job refused, or a starving gang that could only borrow — the fewest of those jobs (the newest first)
-        that, relabelled borrowed, let it in as nominal now without reclaim — that is, when the cohort can lend
-        for them (until it can, the room has no verdict: the plan then estimates the job as if it borrowed). The
+        job refused, or a gang that could only borrow (``nominal_first``) — the fewest of those jobs (the newest
+        first) that, relabelled borrowed, let it in as nominal now without reclaim — that is, when the cohort can
+        lend for them (until it can, the room has no verdict: the plan then estimates the job as if it borrowed). The
         team's guarantee goes to the work that cannot checkpoint, or that waited longest; the relabelled jobs keep
         running, now reclaimable. A gang admitted as a borrower instead would be the first a morning's reclaim
         stops, and wait its reservation again behind the team's younger work (the festive week's daily

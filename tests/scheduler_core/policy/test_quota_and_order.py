@@ -248,6 +248,18 @@ QUOTA = [
     Case("... not before it has waited 2 h: it borrows",
          lambda: starving_gang_world().pending(make_job("g").pods(2, 8).submitted(-2 * H + 60)).build(),
          0.0, [("admit", "g", "borrowed", "b0-n02:0-7 b0-n03:0-7")]),
+    # Tuesday's morning 1,024-GPU gang, admitted as a borrower, was the borrower the morning ramp's reclaim stopped
+    # whole; as nominal, the team's small jobs are the borrowers, and a reclaim stops one near its size.
+    Case("... and a gang as large as a block at once: the team's small jobs become the borrowers",
+         lambda: make_snapshot(two_blocks()).team("fraud", h100=32).team("search", h100=48)
+         .run(make_job("q1").pods(1, 8), "b0-n00", started=-4000)
+         .run(make_job("q2").pods(1, 8), "b0-n01", started=-3900)
+         .run(make_job("q3").pods(1, 8), "b0-n02", started=-3800)
+         .run(make_job("q4").pods(1, 8), "b0-n03", started=-3700)
+         .pending(make_job("g").pods(4, 8)).build(),
+         0.0, [("admit", "g", "nominal", "b1-n00:0-7 b1-n01:0-7 b1-n02:0-7 b1-n03:0-7"),
+               ("relabel", "q4", "borrowed", "g"), ("relabel", "q3", "borrowed", "g"),
+               ("relabel", "q2", "borrowed", "g"), ("relabel", "q1", "borrowed", "g")]),
     Case("... nor for small work, which does not starve (service levels promote it)",
          lambda: starving_gang_world().pending(make_job("g").pods(1, 8).submitted(-3 * H)).build(),
          0.0, [("admit", "g", "borrowed", "b0-n02:0-7")]),
