@@ -157,15 +157,15 @@ class JobContexts:
         stops whole, its GPUs idle while it reassembles (the Tuesday's morning 1,024-GPU gang); as nominal, the
         team's small jobs are the borrowers instead, and a reclaim stops one near its size. Over Tuesday seeds
         0–39: idle GPU-hours 1,270 → 1,242, in-quota p99 136 → 120 s (docs/BENCHMARKS.md, session 40)."""
-        request = pending.request
-        return self.starving_gang(pending) or (
-            request.preemptible and self.any_pool(request, lambda pool: pool.fills_blocks(request)))
+        return self.starving_gang(pending) or (pending.request.preemptible and self._fills_a_block(pending.request))
 
     def drains(self, pending: PendingJob) -> bool:
         """A starving gang (``starving_gang``) as large as a block (``Pool.fills_blocks``): held back by quota, it
         may hold its cohort's quota from now (``Reserver.after_quota``)."""
-        request = pending.request
-        return self.starving_gang(pending) and self.any_pool(request, lambda pool: pool.fills_blocks(request))
+        return self.starving_gang(pending) and self._fills_a_block(pending.request)
+
+    def _fills_a_block(self, request: JobRequest) -> bool:
+        return self.any_pool(request, lambda pool: pool.fills_blocks(request))
 
     def widen_at(self, pending: PendingJob) -> float | None:
         """When a ``preferred`` job may spread (None: ``required``, never)."""
